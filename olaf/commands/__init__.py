@@ -1,0 +1,1 @@
+"""Subcommands of the ``olaf`` CLI, discovered by ``olaf.cli``."""

@@ -1,0 +1,54 @@
+"""Fixed point and parameter blocks (DESIGN.md §2).
+
+Values on the wire are signed 32-bit fixed point with ``frac_bits`` fraction bits,
+saturated to the int32 range. NaN has no fixed-point meaning and would poison every
+aggregate it is merged into, so ``to_fixed`` rejects it with ``ValueError``; +/-inf
+saturate to the int32 limits like any other out-of-range value.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from worker_transport.protocol import INT32_MAX, INT32_MIN
+
+
+def to_fixed(x: np.ndarray | float, frac_bits: int) -> np.ndarray:
+    """Round to nearest, saturate to int32. Raises ``ValueError`` on NaN."""
+    a = np.asarray(x, dtype=np.float64)
+    if np.isnan(a).any():
+        raise ValueError("cannot convert NaN to fixed point")
+    scaled = np.rint(np.ldexp(a, frac_bits))
+    return np.clip(scaled, INT32_MIN, INT32_MAX).astype(np.int32)
+
+
+def from_fixed(q: np.ndarray | int, frac_bits: int) -> np.ndarray:
+    return np.ldexp(np.asarray(q, dtype=np.float64), -frac_bits).astype(np.float32)
+
+
+def resolution(frac_bits: int) -> float:
+    """The value of one least significant bit."""
+    return 2.0**-frac_bits
+
+
+def sat_add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Signed saturating int32 addition, as P4's ``|+|`` on ``int<32>``."""
+    s = np.asarray(a, np.int64) + np.asarray(b, np.int64)
+    return np.clip(s, INT32_MIN, INT32_MAX).astype(np.int32)
+
+
+def num_blocks(n: int, values: int) -> int:
+    return -(-n // values)
+
+
+def split_blocks(flat: np.ndarray, values: int) -> np.ndarray:
+    """A flat vector as ``(num_blocks, values)`` rows, the last zero-padded."""
+    flat = np.asarray(flat).reshape(-1)
+    blocks = np.zeros((num_blocks(len(flat), values), values), flat.dtype)
+    blocks.reshape(-1)[: len(flat)] = flat
+    return blocks
+
+
+def join_blocks(blocks: np.ndarray, n: int) -> np.ndarray:
+    """Inverse of ``split_blocks``: the first ``n`` values, padding dropped."""
+    return np.asarray(blocks).reshape(-1)[:n]
