@@ -1,0 +1,89 @@
+"""Loss and delay on a switch's egress ports.
+
+This kernel has no netem, so, like SwitchML's drop simulator, the switch itself
+drops a response with a per-port probability and holds it back for a per-port
+delay before sending it.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+def parse_port_values(specs: Iterable[str], name: str, lo: float, hi: float) -> dict[int | None, float]:
+    """Parse ``VALUE`` (every port) or ``PORT:VALUE`` options into ``{port or None: value}``.
+
+    Raises ``ValueError`` with a one-line message on malformed input.
+    """
+    out: dict[int | None, float] = {}
+    for spec in specs:
+        port_text, _, value_text = spec.rpartition(":")
+        try:
+            port = int(port_text) if port_text else None
+            value = float(value_text)
+        except ValueError:
+            raise ValueError(f"{name} takes VALUE or PORT:VALUE, not {spec!r}") from None
+        if not lo <= value <= hi or (port is not None and port < 0):
+            raise ValueError(f"{name} {spec!r}: value must be in [{lo:g}, {hi:g}], port >= 0")
+        out[port] = value
+    return out
+
+
+@dataclass
+class Impairment:
+    """Per-egress-port drop probability and delay; ``None`` keys apply to every port."""
+
+    drop_prob: dict[int | None, float] = field(default_factory=dict)
+    delay_ms: dict[int | None, float] = field(default_factory=dict)
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        self._rng = np.random.default_rng(self.seed)
+        self._held: list[tuple[float, int, int, Any]] = []
+        self._order = itertools.count()
+        self.dropped = 0
+
+    def _lookup(self, table: dict[int | None, float], ports: np.ndarray) -> np.ndarray:
+        default = table.get(None, 0.0)
+        values = np.full(len(ports), default)
+        for port, value in table.items():
+            if port is not None:
+                values[ports == port] = value
+        return values
+
+    def keep(self, ports: np.ndarray) -> np.ndarray:
+        """Boolean mask of the packets (by egress port) that survive the random drop."""
+        if not self.drop_prob:
+            return np.ones(len(ports), bool)
+        survive = self._rng.random(len(ports)) >= self._lookup(self.drop_prob, ports)
+        self.dropped += int((~survive).sum())
+        return survive
+
+    def schedule(self, ports: np.ndarray, items: list[Any], now: float) -> list[Any]:
+        """Items due now (no delay on their port); the others are held until ``due``."""
+        if not self.delay_ms:
+            return items
+        delays = self._lookup(self.delay_ms, ports) / 1e3
+        ready = []
+        for delay, item in zip(delays.tolist(), items, strict=True):
+            if delay <= 0:
+                ready.append(item)
+            else:
+                heapq.heappush(self._held, (now + delay, next(self._order), 0, item))
+        return ready
+
+    def due(self, now: float) -> list[Any]:
+        """Held items whose delay has passed, in the order they were scheduled to leave."""
+        out = []
+        while self._held and self._held[0][0] <= now:
+            out.append(heapq.heappop(self._held)[3])
+        return out
+
+    def next_due(self) -> float | None:
+        return self._held[0][0] if self._held else None
