@@ -171,11 +171,12 @@ class UdpSwitch:
         if not payloads:
             return 0
         if self._pcap_in is not None:
-            self._pcap_in.write([ipv4_udp(a, self.address, p) for p, a in zip(payloads, senders)])
+            captured = zip(payloads, senders, strict=True)
+            self._pcap_in.write([ipv4_udp(a, self.address, p) for p, a in captured])
         responses, source, _ = self.pipeline.handle(payloads)
         ports = np.zeros(len(responses), np.int64)
         keep = self.impairment.keep(ports)
-        items = [(r, senders[s]) for r, s, k in zip(responses, source.tolist(), keep) if k]
+        items = [(r, senders[s]) for r, s, k in zip(responses, source.tolist(), keep, strict=True) if k]
         self._send(self.impairment.schedule(ports[keep], items, time.monotonic()))
         return len(payloads)
 

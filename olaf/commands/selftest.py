@@ -17,7 +17,13 @@ def run(args: argparse.Namespace) -> int:
 
     from dataplane.queue import OlafQueue, QueueConfig
     from worker_transport.codec import Batch, decode, encode
-    from worker_transport.fixedpoint import from_fixed, join_blocks, resolution, split_blocks, to_fixed
+    from worker_transport.fixedpoint import (
+        from_fixed,
+        join_blocks,
+        resolution,
+        split_blocks,
+        to_fixed,
+    )
     from worker_transport.protocol import DEFAULT_FRAC_BITS, MsgType
 
     if args.params < 1 or not 1 <= args.values <= 255:
