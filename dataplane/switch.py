@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dataplane.forwarding import ForwardingTable
 from dataplane.impairment import Impairment
 from dataplane.pcap import LINKTYPE_RAW, PcapWriter, ipv4_udp
 from dataplane.queue import OlafQueue
@@ -108,6 +109,8 @@ class UdpSwitch:
     ) -> None:
         self.pipeline = Pipeline(queue)
         self.impairment = impairment or Impairment()
+        # Kept so that every front end serves the same P4Runtime tables; UDP traffic never uses it.
+        self.table = ForwardingTable()
         self.batch_size = batch_size
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)

@@ -125,7 +125,8 @@ def run(args: argparse.Namespace) -> int:
             return fail(f"cannot listen on {args.listen[0]}:{args.listen[1]}: {e.strerror}")
         where = f"udp {switch.address[0]}:{switch.address[1]}"
     else:
-        from dataplane.ethernet import EthernetSwitch, ForwardingTable
+        from dataplane.ethernet import EthernetSwitch
+        from dataplane.forwarding import ForwardingTable
 
         try:
             table = ForwardingTable.from_sources(args.forwarding, args.route)
