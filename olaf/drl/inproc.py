@@ -1,0 +1,96 @@
+"""The whole learning loop in one process, through a reference OlafQueue, no network.
+
+Workers take turns: each rolls out with the weights last published, its gradient
+becomes UPDATE blocks that go through ``OlafQueue.process``, and the parameter server
+PULLs ``pulls_per_turn`` blocks after each turn (the bottleneck, counted in blocks per
+worker gradient instead of per second) and applies them. Deterministic for a seed:
+this is what the unit tests and quick hyperparameter checks run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from dataplane.queue import OlafQueue, QueueConfig
+from olaf.drl.config import A2CConfig
+from olaf.drl.model import build_model
+from olaf.drl.packaging import averaged_block, gradient_updates
+from olaf.drl.server import ParameterServer
+from olaf.drl.worker import RolloutWorker
+from worker_transport.codec import Batch, decode, encode
+from worker_transport.fixedpoint import to_fixed
+from worker_transport.protocol import VERSION, Mode, MsgType, Outcome
+
+
+@dataclass
+class InProcessResult:
+    returns: list[float] = field(default_factory=list)
+    """Every finished episode's return, in the order they finished."""
+    outcomes: list[int] = field(default_factory=lambda: [0] * len(Outcome))
+    blocks_applied: int = 0
+    model_version: int = 0
+
+
+def _pulls(n: int, values: int) -> Batch:
+    batch = Batch.zeros(n, values)
+    batch.headers["version"] = VERSION
+    batch.headers["msg_type"] = MsgType.PULL
+    return batch
+
+
+def train_in_process(
+    env_id: str = "CartPole-v1",
+    *,
+    workers: int = 4,
+    turns: int = 400,
+    pulls_per_turn: int = 64,
+    capacity: int = 64,
+    mode: Mode = Mode.OLAF,
+    values: int = 64,
+    frac_bits: int = 16,
+    config: A2CConfig | None = None,
+    seed: int = 0,
+) -> InProcessResult:
+    """Run ``turns`` worker gradients through the queue and return what happened."""
+    cfg = config or A2CConfig()
+    torch.set_num_threads(1)
+    model = build_model(env_id, cfg.hidden, seed)
+    ps = ParameterServer(model.flat_parameters(), cfg, values)
+    queue = OlafQueue(QueueConfig(capacity=capacity, values=values, frac_bits=frac_bits,
+                                  max_blocks=ps.num_blocks, mode=mode))
+    pool = [RolloutWorker(env_id, w, cfg, seed * 1000 + w) for w in range(workers)]
+    result = InProcessResult()
+    recent_rewards: list[float] = []
+    try:
+        for turn in range(turns):
+            worker = pool[turn % workers]
+            weights, version = ps.snapshot()
+            worker.load_weights(weights, version)
+            grad = worker.rollout()
+            result.returns.extend(e.ret for e in grad.episodes)
+            updates = gradient_updates(
+                grad.flat, values=values, frac_bits=frac_bits, cluster_id=0,
+                worker_id=worker.worker_id, seq=turn, model_version=grad.model_version,
+                reward=grad.reward, gen_time_us=turn,
+            )
+            queue.process(decode(encode(updates), values))
+            data, _, _ = queue.process(decode(encode(_pulls(pulls_per_turn, values)), values))
+            for i in np.flatnonzero(data.headers["msg_type"] == MsgType.DATA).tolist():
+                h = data.headers[i]
+                ps.apply_block(int(h["block_id"]),
+                               averaged_block(data.values[i], int(h["agg_count"]), frac_bits))
+                recent_rewards = (recent_rewards + [int(h["reward"]) / 2**frac_bits])[-256:]
+            if recent_rewards:
+                # The controller loop, in process: 0.15 * |mean reward|, floor 1.
+                queue.threshold = int(to_fixed(max(0.15 * abs(np.mean(recent_rewards)), 1.0),
+                                               frac_bits))
+    finally:
+        for worker in pool:
+            worker.close()
+    result.outcomes = list(queue.counters.outcomes)
+    result.blocks_applied = ps.blocks_applied
+    result.model_version = ps.model_version
+    return result

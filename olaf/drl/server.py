@@ -1,0 +1,84 @@
+"""The parameter server's learning side: block-wise Adam and the model version.
+
+DATA arrives one parameter block at a time, each carrying the average of the
+``agg_count`` worker gradients the switch merged into it. The server applies each
+block as soon as it arrives, with Adam over just that block's parameters: Adam's
+moments are per parameter anyway, and each block keeps its own step count for the
+bias correction, so a block that arrives more often is not corrected as if it were
+as young as a rarely seen one.
+
+``model_version`` counts weight publications that carried at least one new block;
+workers stamp their gradients with the version they acted with, so
+``model_version - DATA.model_version`` is a block's staleness in publications.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from olaf.drl.config import A2CConfig
+from worker_transport.fixedpoint import num_blocks
+
+
+class ParameterServer:
+    """Flat float32 weights, Adam state per parameter, a step count per block."""
+
+    def __init__(self, initial: np.ndarray, config: A2CConfig, values: int) -> None:
+        self.params = np.array(initial, dtype=np.float32).reshape(-1)
+        self.config = config
+        self.values = values
+        self.num_blocks = num_blocks(len(self.params), values)
+        self._m = np.zeros_like(self.params)
+        self._v = np.zeros_like(self.params)
+        self.block_steps = np.zeros(self.num_blocks, np.int64)
+        self.model_version = 0
+        self.blocks_applied = 0
+        self._unpublished = 0
+        self.lock = threading.Lock()
+        """Held while applying or snapshotting, so a publication never sees half a block."""
+
+    def block_slice(self, block_id: int) -> slice:
+        if not 0 <= block_id < self.num_blocks:
+            raise ValueError(f"block_id {block_id} out of range 0..{self.num_blocks - 1}")
+        lo = block_id * self.values
+        return slice(lo, min(lo + self.values, len(self.params)))
+
+    def apply_block(self, block_id: int, gradient: np.ndarray) -> None:
+        """One Adam step on the parameters of ``block_id`` with an averaged gradient.
+
+        ``gradient`` holds V values (the last block's padding is ignored). Non-finite
+        values are refused with ``ValueError`` and change nothing.
+        """
+        where = self.block_slice(block_id)
+        g = np.asarray(gradient, np.float32).reshape(-1)
+        if len(g) < where.stop - where.start:
+            raise ValueError(f"block {block_id} needs {where.stop - where.start} values, got {len(g)}")
+        g = g[: where.stop - where.start]
+        if not np.isfinite(g).all():
+            raise ValueError(f"block {block_id}: non-finite gradient")
+        cfg = self.config
+        b1, b2 = cfg.adam_betas
+        with self.lock:
+            self.block_steps[block_id] += 1
+            t = int(self.block_steps[block_id])
+            m = self._m[where]
+            v = self._v[where]
+            m *= b1
+            m += (1 - b1) * g
+            v *= b2
+            v += (1 - b2) * g * g
+            m_hat = m / (1 - b1**t)
+            v_hat = v / (1 - b2**t)
+            self.params[where] -= cfg.learning_rate * m_hat / (np.sqrt(v_hat) + cfg.adam_eps)
+            self.blocks_applied += 1
+            self._unpublished += 1
+
+    def snapshot(self) -> tuple[np.ndarray, int]:
+        """Weights and their version; bumps the version if blocks arrived since the last one."""
+        with self.lock:
+            if self._unpublished:
+                self.model_version += 1
+                self._unpublished = 0
+            return self.params.copy(), self.model_version
