@@ -1,0 +1,252 @@
+"""Every rule of the reference OlafQueue (DESIGN.md §3), field by field."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dataplane.queue import OlafQueue, QueueConfig
+from worker_transport.codec import decode
+from worker_transport.protocol import FLAG_CONGESTED, INT32_MAX, INT32_MIN, Mode, MsgType, Olaf, Outcome
+
+V = 4
+ONE = 1 << 16
+
+
+def make(**config) -> OlafQueue:
+    return OlafQueue(QueueConfig(**{"capacity": 4, "values": V, "threshold": ONE, **config}))
+
+
+def update(
+    worker: int,
+    block: int = 0,
+    reward: float = 1.0,
+    values=None,
+    *,
+    cluster: int = 0,
+    raw_reward: int | None = None,
+    **kw,
+):
+    fields = dict(
+        msg_type=1,
+        cluster_id=cluster,
+        worker_id=worker,
+        block_id=block,
+        reward=int(reward * ONE) if raw_reward is None else raw_reward,
+        contributors=1 << (worker % 32),
+        seq=worker,
+        gen_time_us=100,
+        model_version=10,
+    )
+    fields.update(kw)
+    return bytes(Olaf(**fields, values=values if values is not None else [worker] * V))
+
+
+PULL = bytes(Olaf(msg_type=3))
+
+
+def send(q: OlafQueue, *raws: bytes) -> list:
+    """Responses as dicts of header fields plus ``values``."""
+    responses, _, _ = q.process(decode(list(raws), V))
+    out = []
+    for h, v in zip(responses.headers, responses.values, strict=True):
+        d = {name: int(h[name]) for name in h.dtype.names}
+        d["values"] = v.tolist()
+        out.append(d)
+    return out
+
+
+def outcomes(q: OlafQueue, *raws: bytes) -> list[str]:
+    return [
+        Outcome(r["outcome"]).name if r["msg_type"] == MsgType.ACK else MsgType(r["msg_type"]).name
+        for r in send(q, *raws)
+    ]
+
+
+def test_ack_is_the_update_header_with_outcome_and_feedback() -> None:
+    q = make()
+    raw = update(7, 3, 2.5, seq=99, gen_time_us=1234, model_version=5, cluster=2)
+    (ack,) = send(q, raw)
+    sent = Olaf(raw)
+    assert ack["msg_type"] == MsgType.ACK and ack["num_values"] == 0 and ack["values"] == [0] * V
+    for name in (
+        "cluster_id",
+        "worker_id",
+        "block_id",
+        "seq",
+        "model_version",
+        "reward",
+        "gen_time_us",
+        "contributors",
+        "agg_count",
+        "frac_bits",
+    ):
+        assert ack[name] == getattr(sent, name), name
+    assert ack["outcome"] == Outcome.ENQUEUED
+    assert ack["queue_util"] == 255 * 1 // 4 and ack["active_clusters"] == 1 and ack["flags"] == 0
+
+
+def test_replace_same_worker_unmerged() -> None:
+    q = make()
+    got = outcomes(q, update(1, values=[1] * V), update(1, values=[9] * V, seq=2))
+    assert got == ["ENQUEUED", "REPLACED"]
+    (data,) = send(q, PULL)
+    assert data["values"] == [9] * V and data["seq"] == 2 and data["agg_count"] == 1
+    assert q.occupied == 0
+
+
+def test_merge_combines_fields() -> None:
+    q = make()
+    send(q, update(1, reward=1.0, gen_time_us=500, model_version=9, seq=5))
+    assert outcomes(q, update(2, reward=1.5, gen_time_us=700, model_version=7, seq=6)) == ["MERGED"]
+    (data,) = send(q, PULL)
+    assert data["values"] == [3] * V and data["agg_count"] == 2
+    assert data["reward"] == int(1.5 * ONE) and data["gen_time_us"] == 500 and data["model_version"] == 7
+    assert data["contributors"] == 0b110 and data["seq"] == 5 and data["worker_id"] == 1
+
+
+@pytest.mark.parametrize(
+    ("delta", "expected"),
+    [
+        (ONE - 1, "MERGED"),
+        (ONE, "DROPPED_REWARD"),
+        (ONE + 1, "DROPPED_REWARD"),
+        (-(ONE - 1), "MERGED"),
+        (-ONE, "REPLACED"),
+    ],
+)
+def test_threshold_boundaries(delta: int, expected: str) -> None:
+    q = make()
+    send(q, update(1, raw_reward=ONE))
+    assert outcomes(q, update(2, raw_reward=ONE - delta)) == [expected]
+
+
+def test_replace_after_merge_keeps_position() -> None:
+    q = make()
+    send(q, update(1, block=0), update(2, block=0), update(3, block=1))
+    assert outcomes(q, update(4, block=0, reward=9.0)) == ["REPLACED"]
+    first, second = send(q, PULL, PULL)
+    assert (first["worker_id"], first["agg_count"], first["block_id"]) == (4, 1, 0)
+    assert second["block_id"] == 1
+
+
+def test_same_worker_after_merge_merges() -> None:
+    q = make()
+    assert outcomes(q, update(1), update(2), update(1)) == ["ENQUEUED", "MERGED", "MERGED"]
+    assert send(q, PULL)[0]["agg_count"] == 3
+
+
+def test_merge_saturates() -> None:
+    q = make()
+    send(q, update(1, values=[INT32_MAX - 1, INT32_MIN + 1, 5, -5]))
+    send(q, update(2, values=[10, -10, INT32_MAX, INT32_MIN]))
+    assert send(q, PULL)[0]["values"] == [INT32_MAX, INT32_MIN, INT32_MAX, INT32_MIN]
+
+
+def test_full_queue_drops_new_keys_but_merges_existing() -> None:
+    q = make(capacity=2)
+    assert outcomes(q, update(1, 0), update(1, 1), update(1, 2), update(2, 1)) == [
+        "ENQUEUED",
+        "ENQUEUED",
+        "DROPPED_FULL",
+        "MERGED",
+    ]
+    assert q.counters.outcomes[Outcome.DROPPED_FULL] == 1
+
+
+def test_pull_clears_index_only_for_the_popped_slot() -> None:
+    q = make(mode=Mode.FIFO)
+    send(q, update(1, 0), update(2, 0))
+    key = 0
+    assert q.index[key] == 1
+    send(q, PULL)
+    assert q.index[key] == 1  # still the newer slot
+    send(q, PULL)
+    assert q.index[key] == -1
+    q.mode = Mode.OLAF
+    assert outcomes(q, update(3, 0), update(4, 0)) == ["ENQUEUED", "MERGED"]
+
+
+def test_fifo_never_merges_and_mode_switches_at_run_time() -> None:
+    q = make(mode=Mode.FIFO)
+    assert outcomes(q, update(1), update(1), update(2)) == ["ENQUEUED"] * 3
+    q.mode = Mode.OLAF
+    assert outcomes(q, update(3)) == ["MERGED"]  # merges into the newest slot for the key
+    assert [d["worker_id"] for d in send(q, PULL, PULL, PULL)] == [1, 1, 2]
+
+
+def test_empty_pull_changes_nothing() -> None:
+    q = make()
+    (empty,) = send(q, PULL)
+    assert empty["msg_type"] == MsgType.EMPTY and empty["num_values"] == 0
+    assert all(empty[f] == 0 for f in ("cluster_id", "worker_id", "block_id", "agg_count", "seq", "reward"))
+    assert (q.read_ptr, q.write_ptr, q.occupied) == (0, 0, 0)
+
+
+def test_feedback_counts_clusters_and_congestion() -> None:
+    q = make(congestion_threshold=191)
+    acks = send(
+        q, update(1, cluster=0), update(2, cluster=1), update(3, cluster=1, block=1), update(4, cluster=5)
+    )
+    assert [a["active_clusters"] for a in acks] == [1, 2, 2, 3]
+    assert [a["queue_util"] for a in acks] == [63, 127, 191, 255]
+    assert [a["flags"] & FLAG_CONGESTED for a in acks] == [0, 0, 1, 1]
+    data = send(q, PULL, PULL, PULL, PULL)
+    assert [d["active_clusters"] for d in data] == [2, 2, 1, 0]
+    assert q.cluster_count[1] == 0 and q.active_clusters == 0
+
+
+def test_invalid_updates_change_no_state() -> None:
+    q = make(max_clusters=2, max_blocks=2)
+    send(q, update(1))
+    before = (q.occupied, q.write_ptr, list(q.index), q.values.copy(), dict(q.slots))
+    bad = [
+        update(2, cluster=2),
+        update(2, block=2),
+        update(2, frac_bits=3),
+        bytes(Olaf(msg_type=1, values=[1, 2])),
+    ]
+    acks = send(q, *bad)
+    assert [a["outcome"] for a in acks] == [Outcome.DROPPED_INVALID] * 4
+    assert (q.occupied, q.write_ptr, list(q.index)) == before[:3]
+    assert (q.values == before[3]).all() and q.slots == before[4]
+    assert q.counters.outcomes[Outcome.DROPPED_INVALID] == 4
+
+
+def test_config_rejects_impossible_values() -> None:
+    for bad in ({"capacity": 0}, {"values": 256}, {"threshold": -1}, {"congestion_threshold": 256}):
+        with pytest.raises(ValueError):
+            QueueConfig(**bad)
+
+
+def step_by_step(q: OlafQueue, raws: list[bytes]) -> list:
+    return [send(q, r) for r in raws]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 5), st.integers(0, 3), st.integers(0, 2), st.integers(-3, 3), st.booleans()),
+        max_size=60,
+    )
+)
+def test_invariants_under_random_traffic(ops: list) -> None:
+    q = make(capacity=5, threshold=ONE)
+    raws = [PULL if is_pull else update(w, b, float(r), cluster=c) for w, b, c, r, is_pull in ops]
+    batch_q = make(capacity=5, threshold=ONE)
+    one_batch = send(batch_q, *raws) if raws else []
+    singles = [r for step in step_by_step(q, raws) for r in step]
+    assert singles == one_batch
+    assert 0 <= q.occupied <= 5
+    assert (q.write_ptr - q.read_ptr) % 5 == q.occupied % 5
+    assert sum(q.cluster_count) == q.occupied
+    assert q.active_clusters == sum(1 for c in q.cluster_count if c)
+    queued = [(q.read_ptr + k) % 5 for k in range(q.occupied)]
+    for key, slot in enumerate(q.index):
+        if slot >= 0:
+            assert slot in queued
+            where = (q.slots["cluster_id"][slot], q.slots["block_id"][slot])
+            assert where == divmod(key, q.config.max_blocks)
+    assert np.isfinite(q.values).all()
