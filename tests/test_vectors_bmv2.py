@@ -1,0 +1,140 @@
+"""The bmv2 half of the vector replay: p4/olaf.p4 on simple_switch, byte for byte.
+
+When p4c and simple_switch are on PATH, the program is compiled (once per distinct
+vector config, the config baked into olaf_config's default action with -D) and every
+file in tests/vectors/ is replayed through simple_switch in pcap-file mode; the frames
+out of port 0 must equal the expected reply frames exactly. Without the tools these
+tests skip with the reason. The framing and pcap helpers they rely on are tested here
+unconditionally.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+
+from tests import p4_replay
+from worker_transport.protocol import OLAF_PORT, Olaf
+
+MISSING = p4_replay.missing_tools()
+VECTOR_FILES = p4_replay.vector_files()
+
+
+def _update_payload() -> bytes:
+    return bytes(Olaf(msg_type=1, cluster_id=2, worker_id=3, block_id=4, values=list(range(-32, 32))))
+
+
+# -- helpers, always --------------------------------------------------------------------
+
+
+def test_request_and_reply_frames_are_valid_ipv4_udp() -> None:
+    payload = _update_payload()
+    request = Ether(p4_replay.request_frame(payload, 7))
+    assert request[UDP].dport == OLAF_PORT and request[UDP].len == 8 + len(payload)
+    assert bytes(request[UDP].payload) == payload
+    reply_payload = payload[:36]
+    reply_bytes = p4_replay.reply_frame(reply_payload, 7)
+    reply = Ether(reply_bytes)
+    assert (reply.src, reply.dst) == (request.dst, request.src)
+    assert (reply[IP].src, reply[IP].dst) == (request[IP].dst, request[IP].src)
+    assert (reply[UDP].sport, reply[UDP].dport) == (request[UDP].dport, request[UDP].sport)
+    assert reply[IP].id == request[IP].id and reply[IP].ttl == request[IP].ttl
+    assert reply[UDP].chksum == 0 and reply[IP].len == 20 + 8 + 36
+    # scapy recomputes the checksum when it is deleted: it must come out the same.
+    rebuilt = reply[IP].copy()
+    del rebuilt.chksum
+    assert IP(bytes(rebuilt)).chksum == reply[IP].chksum
+    assert p4_replay.udp_payload(reply_bytes) == reply_payload
+
+
+def test_pcap_round_trip(tmp_path: Path) -> None:
+    frames = [p4_replay.request_frame(_update_payload(), i) for i in range(3)] + [b"\x00" * 60]
+    p4_replay.write_pcap(tmp_path / "x.pcap", frames)
+    assert p4_replay.read_pcap(tmp_path / "x.pcap") == frames
+    # A record still being written is not returned half-read.
+    data = (tmp_path / "x.pcap").read_bytes()
+    (tmp_path / "y.pcap").write_bytes(data[:-10])
+    assert p4_replay.read_pcap(tmp_path / "y.pcap") == frames[:-1]
+    assert p4_replay.read_pcap(tmp_path / "missing.pcap") == []
+
+
+def test_config_defines_follow_the_vector_config() -> None:
+    config = {
+        "capacity": 4, "values": 64, "max_clusters": 16, "max_blocks": 1024,
+        "frac_bits": 16, "mode": "fifo", "threshold": 65536, "congestion_threshold": 192,
+    }
+    defines = p4_replay.config_defines(config)
+    assert "-DOLAF_DEFAULT_MODE=1" in defines and "-DOLAF_DEFAULT_CAPACITY=4" in defines
+    assert "-DOLAF_DEFAULT_THRESHOLD=65536" in defines
+    with pytest.raises(ValueError, match="V = 64"):
+        p4_replay.config_defines({**config, "values": 32})
+
+
+def test_vector_files_frame_every_step() -> None:
+    """Every vector step frames and every valid MODEL expects no answer (it is forwarded)."""
+    if not VECTOR_FILES:
+        pytest.skip("no files in tests/vectors/ yet")
+    for path in VECTOR_FILES:
+        vector = p4_replay.load_vector(path)
+        assert vector.config.get("values", 64) == 64, path.name
+        p4_replay.config_defines(vector.config)
+        for i, (payload, out) in enumerate(vector.steps):
+            assert p4_replay.udp_payload(p4_replay.request_frame(payload, i)) == payload
+            if p4_replay.is_valid_model(payload):
+                assert out is None, f"{path.name} step {i}: a MODEL is forwarded, not answered"
+        assert len(p4_replay.expected_frames(vector)) == sum(o is not None for _, o in vector.steps)
+
+
+# -- bmv2, when the tools are installed ----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def build_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("olaf_bmv2")
+
+
+@pytest.mark.skipif(MISSING is not None, reason=f"bmv2 replay skipped: {MISSING}")
+def test_p4info_matches_compiler(build_dir: Path) -> None:
+    """The committed p4info has the names, ids and sizes p4c emits for the program."""
+    from google.protobuf import text_format
+    from p4.config.v1 import p4info_pb2
+
+    compiled_path = build_dir / "olaf.p4info.txtpb"
+    p4_replay.compile_p4(build_dir / "default", p4info=compiled_path)
+
+    def summary(path: Path) -> dict:
+        info = text_format.Parse(path.read_text(), p4info_pb2.P4Info())
+        out: dict = {}
+        for t in info.tables:
+            out[("table", t.preamble.name)] = (
+                t.preamble.id, t.preamble.alias, t.size, sorted(a.id for a in t.action_refs),
+                [(m.name, m.bitwidth, m.match_type) for m in t.match_fields],
+            )
+        for a in info.actions:
+            out[("action", a.preamble.name)] = (
+                a.preamble.id, [(p.id, p.name, p.bitwidth) for p in a.params],
+            )
+        for c in info.counters:
+            out[("counter", c.preamble.name)] = (c.preamble.id, c.size, c.spec.unit)
+        for r in info.registers:
+            out[("register", r.preamble.name)] = (r.preamble.id, r.size, str(r.type_spec))
+        return out
+
+    committed = summary(p4_replay.REPO / "p4" / "olaf.p4info.txtpb")
+    compiled = summary(compiled_path)
+    assert committed == compiled
+
+
+@pytest.mark.skipif(MISSING is not None, reason=f"bmv2 replay skipped: {MISSING}")
+@pytest.mark.parametrize("path", VECTOR_FILES or [None], ids=lambda p: p.stem if p else "none")
+def test_vectors_on_simple_switch(path: Path | None, build_dir: Path) -> None:
+    if path is None:
+        pytest.skip("no files in tests/vectors/ yet")
+    vector = p4_replay.load_vector(path)
+    got, expected = p4_replay.replay_on_bmv2(vector, build_dir)
+    for i, (g, e) in enumerate(zip(got, expected, strict=False)):
+        assert g.hex() == e.hex(), f"{path.name}: reply {i} differs"
+    assert len(got) == len(expected), f"{path.name}: {len(got)} replies, expected {len(expected)}"
