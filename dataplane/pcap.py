@@ -27,6 +27,8 @@ class PcapWriter:
         self._file.write(
             b"".join(struct.pack("<IIII", sec, usec, len(p), len(p)) + p for p in packets)
         )
+        # Flushed per batch so that a capture can be read (or tailed by Wireshark) while running.
+        self._file.flush()
 
     def close(self) -> None:
         self._file.close()
