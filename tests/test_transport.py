@@ -1,0 +1,379 @@
+"""Transports (frames, checksums, loopback UDP, raw Ethernet on lo) and the Sender and
+Receiver against an in-process reference OlafQueue."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from collections import deque
+
+import numpy as np
+import pytest
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+
+from dataplane.queue import OlafQueue, QueueConfig
+from worker_transport.codec import decode, encode
+from worker_transport.policy import AlwaysSend, OlafPolicy
+from worker_transport.protocol import OLAF_PORT, MsgType, Olaf, Outcome
+from worker_transport.receiver import DataBatch, ReceivedBlock, Receiver, pull_packet
+from worker_transport.sender import Sender, as_float32_vector
+from worker_transport.transport import (
+    FrameBuilder,
+    Packets,
+    Transport,
+    UdpTransport,
+    ipv4_checksums,
+    mac_bytes,
+    parse_hostport,
+    udp_payload,
+)
+
+SRC_MAC, DST_MAC = "02:00:00:00:00:01", "02:00:00:00:00:02"
+
+
+# -- frames ---------------------------------------------------------------------------
+def test_ipv4_checksum_of_a_known_header() -> None:
+    # The classic example header (Wikipedia, "IPv4 header checksum"): checksum 0xB861.
+    header = bytes.fromhex("450000730000400040110000c0a80001c0a800c7")
+    rows = np.frombuffer(header * 3, np.uint8).reshape(3, 20)
+    assert ipv4_checksums(rows).tolist() == [0xB861] * 3
+
+
+def test_frames_agree_with_scapy() -> None:
+    rng = np.random.default_rng(1)
+    builder = FrameBuilder(src_mac=mac_bytes(SRC_MAC), dst_mac=mac_bytes(DST_MAC),
+                           src_ip="10.0.0.1", dst_ip="10.0.1.254", src_port=40000)
+    builder.next_id = 0xFFFE  # the identification wraps inside the batch
+    for length in (36, 36 + 4 * 64, 36 + 4 * 255):
+        payloads = rng.integers(0, 256, (5, length), dtype=np.uint8)
+        frames = builder.build(payloads)
+        for i, frame in enumerate(frames):
+            pkt = Ether(frame.tobytes())
+            assert (pkt.src, pkt.dst) == (SRC_MAC, DST_MAC)
+            ip = pkt[IP]
+            assert (ip.src, ip.dst, ip.ttl, ip.flags, ip.len) == (
+                "10.0.0.1", "10.0.1.254", 64, "DF", 28 + length)
+            udp = pkt[UDP]
+            assert (udp.sport, udp.dport, udp.len, udp.chksum) == (40000, OLAF_PORT, 8 + length, 0)
+            assert bytes(udp.payload) == payloads[i].tobytes()
+        ids = [Ether(f.tobytes())[IP].id for f in frames]
+        assert ids == [(builder.next_id - 5 + k) & 0xFFFF for k in range(5)]
+
+
+def test_frame_checksum_matches_scapy_recomputation() -> None:
+    builder = FrameBuilder(src_mac=mac_bytes(SRC_MAC), dst_mac=mac_bytes(DST_MAC),
+                           src_ip="192.168.7.9", dst_ip="172.16.0.254")
+    frames = builder.build(np.zeros((40, 36), np.uint8))
+    for frame in frames:
+        ip = Ether(frame.tobytes())[IP]
+        ours = ip.chksum
+        ip.chksum = None
+        assert IP(bytes(ip)).chksum == ours
+
+
+def test_udp_payload_filters_and_trims_padding() -> None:
+    base = Ether(src=SRC_MAC, dst=DST_MAC) / IP(src="10.0.0.2", dst="10.0.0.1")
+    olaf = bytes(Olaf(msg_type=MsgType.EMPTY))
+    frame = bytes(base / UDP(sport=OLAF_PORT, dport=OLAF_PORT) / olaf)
+    me = socket.inet_aton("10.0.0.1")
+    assert udp_payload(frame, dst_ip=me, dst_port=OLAF_PORT) == olaf
+    # Ethernet padding after a short datagram is not payload.
+    short = bytes(base / UDP(dport=OLAF_PORT) / b"abc")
+    assert len(short) < 60
+    assert udp_payload(short + b"\0" * (60 - len(short)), dst_ip=me, dst_port=OLAF_PORT) == b"abc"
+    assert udp_payload(frame, dst_ip=socket.inet_aton("10.0.0.3"), dst_port=OLAF_PORT) is None
+    assert udp_payload(frame, dst_ip=me, dst_port=1234) is None
+    assert udp_payload(frame, dst_ip=None, dst_port=None) == olaf
+    frag = bytearray(frame)
+    frag[14 + 6] |= 0x20  # more fragments
+    assert udp_payload(bytes(frag), dst_ip=me, dst_port=OLAF_PORT) is None
+    tcp = bytearray(frame)
+    tcp[14 + 9] = 6
+    assert udp_payload(bytes(tcp), dst_ip=me, dst_port=OLAF_PORT) is None
+    assert udp_payload(frame[:30], dst_ip=me, dst_port=OLAF_PORT) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("127.0.0.1:5000", ("127.0.0.1", 5000)), ("10.0.0.1", ("10.0.0.1", OLAF_PORT)),
+     ("[::1]:7", ("::1", 7)), ("h1:0", ("h1", 0))],
+)
+def test_parse_hostport(text: str, expected: tuple[str, int]) -> None:
+    assert parse_hostport(text) == expected
+
+
+@pytest.mark.parametrize("text", [":80", "h:99999", "h:x"])
+def test_parse_hostport_rejects(text: str) -> None:
+    with pytest.raises(ValueError):
+        parse_hostport(text)
+
+
+# -- UDP on loopback ------------------------------------------------------------------
+def test_udp_transport_batches_on_loopback() -> None:
+    server = UdpTransport(("127.0.0.1", 9), bind=("127.0.0.1", 0))
+    client = UdpTransport(server.local_address)
+    try:
+        rows = np.arange(50 * 40, dtype=np.uint32).astype(np.uint8).reshape(50, 40)
+        assert client.send(rows) == 50
+        assert client.send([b"one", bytearray(b"two"), memoryview(b"three")]) == 3
+        got: list[bytes] = []
+        deadline = time.monotonic() + 2
+        while len(got) < 53 and time.monotonic() < deadline:
+            got += server.recv(0.5, max_count=16)  # max_count bounds a single read
+        assert got == [r.tobytes() for r in rows] + [b"one", b"two", b"three"]
+        t = time.monotonic()
+        assert server.recv(0.05) == []
+        assert time.monotonic() - t >= 0.04
+        assert server.recv(0) == []
+    finally:
+        client.close()
+        server.close()
+    assert client.recv(0.1) == []  # closed: returns at once, no exception
+
+
+# -- Sender and Receiver against the reference queue ----------------------------------
+class QueueTransport(Transport):
+    """An in-process switch: every send goes through a shared OlafQueue at once, and
+    its answers wait in this endpoint's inbox. ``drop`` loses every k-th datagram."""
+
+    def __init__(self, queue: OlafQueue, lock: threading.Lock, *, drop_every: int = 0) -> None:
+        self.queue, self.lock = queue, lock
+        self.inbox: deque[bytes] = deque()
+        self.ready = threading.Condition()
+        self.drop_every, self.count = drop_every, 0
+        self.closed = False
+
+    def send(self, packets: Packets) -> int:
+        rows = [bytes(r) for r in (packets if not isinstance(packets, np.ndarray)
+                                   else [r.tobytes() for r in packets])]
+        if self.drop_every:
+            kept = []
+            for r in rows:
+                self.count += 1
+                if self.count % self.drop_every:
+                    kept.append(r)
+            rows = kept
+        with self.lock:
+            responses, _, _ = self.queue.process(decode(rows, self.queue.config.values))
+        with self.ready:
+            self.inbox.extend(encode(responses))
+            self.ready.notify_all()
+        return len(rows)
+
+    def recv(self, timeout: float | None, max_count: int = 4096) -> list[bytes]:
+        with self.ready:
+            if not self.inbox and not self.closed:
+                self.ready.wait(timeout)
+            out = []
+            while self.inbox and len(out) < max_count:
+                out.append(self.inbox.popleft())
+            return out
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def make_switch(**config: int) -> tuple[OlafQueue, threading.Lock]:
+    return OlafQueue(QueueConfig(**config)), threading.Lock()
+
+
+def test_sender_blocks_acks_and_outcomes() -> None:
+    queue, lock = make_switch(capacity=8, values=4, max_blocks=16)
+    sender = Sender(QueueTransport(queue, lock), cluster_id=2, worker_id=37, values=4,
+                    policy=AlwaysSend(), ack_thread=False, record_acks=True)
+    grad = np.arange(10, dtype=np.float32) / 4  # 3 blocks, the last half padding
+    assert sender.send_gradient(grad, reward=-1.5, model_version=9)
+    assert sender.poll(0.1) == 3
+    # Same worker again: each of its 3 slots is REPLACED.
+    assert sender.send_gradient(grad * 2, reward=-1.0, model_version=10)
+    sender.poll(0.1)
+    # 4 blocks now: 3 replace, the 4th is new.
+    assert sender.send_gradient(np.ones(13), reward=0.5, model_version=11)
+    sender.poll(0.1)
+    stats = sender.stats()
+    assert stats["outcomes"]["ENQUEUED"] == 4 and stats["outcomes"]["REPLACED"] == 6
+    assert stats["sent_blocks"] == stats["acked_blocks"] == 10
+    assert stats["outstanding_blocks"] == stats["duplicate_acks"] == stats["unexpected_acks"] == 0
+    assert stats["queue_util"] == 255 * 4 // 8 and stats["active_clusters"] == 1
+    assert stats["rtt_ms"] is not None and stats["rtt_ms"] >= 0
+    log = sender.ack_log
+    assert [(a.seq, a.block_id) for a in log] == [(s, b) for s, n in ((0, 3), (1, 3), (2, 4))
+                                                  for b in range(n)]
+    # What the queue holds is exactly the last update, with the header the sender wrote.
+    slot = queue.read_ptr
+    assert queue.slots["worker_id"][slot] == 37 and queue.slots["cluster_id"][slot] == 2
+    assert queue.slots["contributors"][slot] == 1 << (37 % 32)
+    assert queue.slots["seq"][slot] == 2 and queue.slots["model_version"][slot] == 11
+    assert queue.slots["reward"][slot] == 0.5 * 2**16
+    assert queue.values[slot].tolist() == [1 << 16] * 4
+    sender.close()
+
+
+def test_sender_counts_duplicates_foreign_and_lost() -> None:
+    queue, lock = make_switch(capacity=8, values=4)
+    transport = QueueTransport(queue, lock)
+    now = [10**12]
+    sender = Sender(transport, cluster_id=0, worker_id=1, values=4, ack_thread=False,
+                    ack_timeout=0.5, clock=lambda: now[0])
+    sender.send_gradient(np.zeros(8), reward=0.0, model_version=0)  # 2 blocks
+    acks = list(transport.inbox)
+    transport.inbox.extend(acks[:1])  # a duplicate of block 0's ACK
+    transport.inbox.append(bytes(Olaf(msg_type=MsgType.ACK, worker_id=2)))  # someone else's
+    sender.poll(0.1)
+    s = sender.stats()
+    # The duplicate came in the same read as the original.
+    assert (s["acked_blocks"], s["duplicate_acks"], s["foreign_packets"]) == (2, 1, 1)
+    assert s["unexpected_acks"] == 0 and s["outstanding_blocks"] == 0
+    # Once seq 0 is complete, another copy answers nothing the sender is waiting for.
+    transport.inbox.extend(acks[1:2])
+    sender.poll(0.1)
+    assert sender.stats()["unexpected_acks"] == 1 and sender.stats()["acked_blocks"] == 2
+    # An update whose ACKs never come is written off after ack_timeout.
+    sender.transport = QueueTransport(queue, lock, drop_every=1)
+    sender.send_gradient(np.zeros(8), reward=0.0, model_version=0)
+    assert sender.outstanding_blocks == 2
+    now[0] += 600_000
+    sender.poll(0)
+    s = sender.stats()
+    assert s["lost_blocks"] == 2 and s["outstanding_blocks"] == 0
+
+
+def test_sender_rejects_bad_input_without_state_change() -> None:
+    queue, lock = make_switch(values=4)
+    transport = QueueTransport(queue, lock)
+    sender = Sender(transport, cluster_id=0, worker_id=0, values=4, ack_thread=False)
+    with pytest.raises(ValueError, match="NaN"):
+        sender.send_gradient(np.array([1.0, np.nan]), reward=0.0, model_version=0)
+    with pytest.raises(ValueError, match="NaN"):
+        sender.send_gradient(np.ones(3), reward=float("nan"), model_version=0)
+    with pytest.raises(ValueError, match="65536"):
+        sender.send_gradient(np.zeros(4 * 65536 + 1, np.float32), reward=0.0, model_version=0)
+    s = sender.stats()
+    assert s["updates"] == s["sent_blocks"] == 0 and queue.counters.msg_types[MsgType.UPDATE] == 0
+    for bad in ({"cluster_id": 70000}, {"worker_id": -1}, {"values": 0}, {"frac_bits": 40}):
+        kwargs = {"cluster_id": 0, "worker_id": 0} | bad
+        with pytest.raises(ValueError):
+            Sender(transport, ack_thread=False, **kwargs)
+
+
+def test_torch_gradients_are_accepted() -> None:
+    torch = pytest.importorskip("torch")
+    t = torch.arange(6, dtype=torch.float64, requires_grad=True) * 0.5
+    assert as_float32_vector(t).tolist() == [0, 0.5, 1, 1.5, 2, 2.5]
+    assert as_float32_vector(torch.ones(2, 3)).shape == (6,)
+
+
+def test_feedback_from_a_full_queue_throttles_the_olaf_policy() -> None:
+    queue, lock = make_switch(capacity=4, values=4, max_blocks=64)
+    now = [10**12]
+    sender = Sender(QueueTransport(queue, lock), cluster_id=0, worker_id=0, values=4,
+                    policy=OlafPolicy(capacity=4, alpha=0.2, beta=0.05), seed=3,
+                    ack_thread=False, clock=lambda: now[0])
+    assert sender.send_gradient(np.zeros(4 * 8), reward=0.0, model_version=0)  # 8 blocks
+    sender.poll(0.1)
+    s = sender.stats()
+    assert s["outcomes"]["ENQUEUED"] == 4 and s["outcomes"]["DROPPED_FULL"] == 4
+    assert s["queue_util"] == 255 and s["congested"]
+    assert s["p_s"] == pytest.approx(0.2)
+    now[0] += 10**9  # long after: Δ -> ∞, Q_free = 0
+    assert sender.stats()["p_s"] == pytest.approx(0.0)
+    assert not any(sender.send_gradient(np.zeros(4), reward=0.0, model_version=0)
+                   for _ in range(50))
+
+
+def test_receiver_averages_merged_blocks_and_records_aom() -> None:
+    queue, lock = make_switch(capacity=16, values=4, max_blocks=8)
+    senders = [Sender(QueueTransport(queue, lock), cluster_id=0, worker_id=w, values=4,
+                      policy=AlwaysSend(), ack_thread=False) for w in range(3)]
+    for w, sender in enumerate(senders):  # 3 workers, 2 blocks each: merged per block
+        sender.send_gradient(np.full(8, w + 1, np.float32), reward=float(w), model_version=5 - w)
+    blocks: list[ReceivedBlock] = []
+    batches: list[DataBatch] = []
+    receiver = Receiver(QueueTransport(queue, lock), values=4, pull_rate=None, window=4,
+                        on_block=blocks.append, on_batch=batches.append, sample_interval_us=1000,
+                        workers=3)
+    receiver.start()
+    deadline = time.monotonic() + 5
+    while receiver.stats()["empty_streak"] < 8 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    receiver.stop()
+    assert [b.block_id for b in blocks] == [0, 1]
+    for b in blocks:
+        assert b.agg_count == 3 and b.contributors == 0b111 and b.worker_id == 0
+        assert b.values.dtype == np.float32 and b.values.tolist() == [2.0] * 4  # (1+2+3)/3
+        assert b.reward == 2.0 and b.model_version == 3
+    assert sum(len(b) for b in batches) == 2
+    s = receiver.stats()
+    assert s["data_blocks"] == 2 and s["aggregated_updates"] == 6 and s["bad_data"] == 0
+    assert s["pulls_sent"] >= s["data_blocks"] + s["empty"] and s["queue_util"] == 0
+    summary = receiver.aom.summary()
+    assert summary["received"] == 2 and summary["samples"] > 0
+    assert summary["update_age"]["count"] == 2 and summary["update_age"]["max"] >= 0
+    assert receiver.aom.last_worker_us.min() > receiver.aom.start_us  # all 3 bits refreshed
+
+
+def test_receiver_survives_losing_pulls_and_data() -> None:
+    queue, lock = make_switch(capacity=64, values=4, max_blocks=64)
+    sender = Sender(QueueTransport(queue, lock), cluster_id=0, worker_id=0, values=4,
+                    policy=AlwaysSend(), ack_thread=False)
+    sender.send_gradient(np.ones(4 * 60), reward=0.0, model_version=0)
+    received: list[ReceivedBlock] = []
+    # Every 3rd PULL vanishes on the way: the window must not shrink to nothing.
+    receiver = Receiver(QueueTransport(queue, lock, drop_every=3), values=4, pull_rate=None,
+                        window=8, pull_timeout=0.02, on_block=received.append)
+    receiver.start()
+    deadline = time.monotonic() + 10
+    while len(received) < 60 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    receiver.stop()
+    assert sorted(b.block_id for b in received) == list(range(60))
+    assert receiver.stats()["expired_pulls"] > 0
+
+
+def test_paced_receiver_pulls_at_the_configured_rate() -> None:
+    queue, lock = make_switch(values=4)
+    receiver = Receiver(QueueTransport(queue, lock), values=4, pull_rate=500.0)
+    receiver.start()
+    time.sleep(0.4)
+    receiver.stop()
+    pulls = receiver.stats()["pulls_sent"]
+    assert 150 <= pulls <= 215  # 200 due in 0.4 s; thread start-up and scheduling jitter
+    assert receiver.stats()["empty"] == pulls  # every PULL on an empty queue is EMPTY
+
+
+def test_receiver_counts_bad_data_and_surfaces_callback_errors() -> None:
+    queue, lock = make_switch(values=4)
+    transport = QueueTransport(queue, lock)
+    other_frac = bytes(Olaf(msg_type=MsgType.DATA, frac_bits=8, values=[1, 2, 3, 4]))
+    good = bytes(Olaf(msg_type=MsgType.DATA, agg_count=2, values=[2 << 16, 0, 0, -(4 << 16)]))
+    transport.inbox.extend([other_frac, good, bytes(Olaf(msg_type=MsgType.ACK))])
+
+    def explode(block: ReceivedBlock) -> None:
+        assert block.values.tolist() == [1.0, 0.0, 0.0, -2.0]
+        raise RuntimeError("apply failed")
+
+    receiver = Receiver(transport, values=4, pull_rate=None, on_block=explode)
+    receiver.start()
+    deadline = time.monotonic() + 5
+    while receiver.running and time.monotonic() < deadline:
+        time.sleep(0.01)
+    with pytest.raises(RuntimeError, match="apply failed"):
+        receiver.stop()
+    s = receiver.stats()
+    assert s["bad_data"] == 1 and s["data_blocks"] == 1 and s["foreign_packets"] == 1
+
+
+def test_pull_packet_is_a_valid_36_byte_pull() -> None:
+    row = pull_packet()
+    assert row.shape == (1, 36)
+    pkt = Olaf(row.tobytes())
+    assert pkt.msg_type == MsgType.PULL and pkt.num_values == 0 and pkt.version == 1
+    assert Outcome(pkt.outcome) == Outcome.ENQUEUED
+
+
+def test_environment_has_no_leftover_threads() -> None:
+    # Every Sender/Receiver above joined its thread; a leak would show here.
+    assert not [t for t in threading.enumerate() if t.name.startswith("olaf-")], os.getpid()

@@ -1,0 +1,315 @@
+"""The worker's side of OLAF: gradient -> UPDATE blocks on the wire, ACKs -> feedback.
+
+``Sender.send_gradient`` converts a flat float32 gradient to fixed point, splits it
+into blocks of V values (block ``i`` covers ``[i*V, i*V+V)``, the last zero-padded),
+asks the send policy (DESIGN.md §4) whether this update goes out, and if so sends all
+its blocks as one batch. Every block of an update shares the update's ``seq`` (a
+per-worker counter of *sent* updates, wrapping at 2**32), ``model_version``, reward and
+``gen_time_us`` (the wrapped microsecond clock at the call).
+
+ACKs are consumed off the learner's path: by a background thread (default), or, with
+``ack_thread=False``, by a non-blocking drain at the start of each ``send_gradient``
+and whenever the caller runs ``poll``. Each ACK is matched to the block it answers by
+``(seq, block_id)``, so the counters say exactly how many blocks got which outcome,
+how many are still waiting, and how many were never answered (``lost`` after
+``ack_timeout``). The newest ACK's feedback drives the policy.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from worker_transport.aom import wall_clock_us, wrap_us
+from worker_transport.codec import Batch, decode, encode_array
+from worker_transport.fixedpoint import split_blocks, to_fixed
+from worker_transport.policy import Feedback, OlafPolicy, SendPolicy
+from worker_transport.protocol import (
+    DEFAULT_FRAC_BITS,
+    FLAG_CONGESTED,
+    VERSION,
+    MsgType,
+    Outcome,
+)
+from worker_transport.transport import Transport
+
+MAX_BLOCKS_ON_WIRE = 1 << 16
+"""block_id is 16 bits."""
+RTT_GAIN = 0.125
+"""Smoothing of ``srtt`` (TCP's alpha)."""
+
+
+@dataclass
+class _Pending:
+    """An update whose blocks are not all answered yet."""
+
+    sent_us: int
+    acks: np.ndarray
+    """ACKs seen per block."""
+    remaining: int
+
+
+@dataclass(frozen=True)
+class AckRecord:
+    """One matched ACK, kept when the sender is built with ``record_acks=True``."""
+
+    seq: int
+    block_id: int
+    outcome: Outcome
+    rtt_us: int
+
+
+def as_float32_vector(gradient: Any) -> np.ndarray:
+    """A numpy float32 vector from a numpy array or a torch tensor (any shape, flattened)."""
+    if hasattr(gradient, "detach"):  # torch.Tensor, without importing torch
+        gradient = gradient.detach().to("cpu").numpy()
+    return np.asarray(gradient, dtype=np.float32).reshape(-1)
+
+
+class Sender:
+    """Sends gradient updates of one worker through a transport; see the module doc."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        *,
+        cluster_id: int,
+        worker_id: int,
+        values: int = 64,
+        frac_bits: int = DEFAULT_FRAC_BITS,
+        policy: SendPolicy | None = None,
+        seed: int | None = None,
+        ack_thread: bool = True,
+        ack_timeout: float = 1.0,
+        record_acks: bool = False,
+        clock: Callable[[], int] = wall_clock_us,
+    ) -> None:
+        checks = [
+            (0 <= cluster_id <= 0xFFFF, "cluster_id must be 0..65535"),
+            (0 <= worker_id <= 0xFFFF, "worker_id must be 0..65535"),
+            (1 <= values <= 255, "values (V) must be 1..255"),
+            (0 <= frac_bits <= 31, "frac_bits must be 0..31"),
+            (ack_timeout > 0, "ack_timeout must be > 0 seconds"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(message)
+        self.transport = transport
+        self.cluster_id = cluster_id
+        self.worker_id = worker_id
+        self.values = values
+        self.frac_bits = frac_bits
+        self.policy: SendPolicy = policy if policy is not None else OlafPolicy()
+        self.rng = np.random.default_rng(seed)
+        self.clock = clock
+        self.ack_timeout_us = int(ack_timeout * 1e6)
+        self.contributors = 1 << (worker_id % 32)
+        self.feedback: Feedback | None = None
+        self.ack_log: list[AckRecord] | None = [] if record_acks else None
+        self._lock = threading.Lock()
+        self._pending: dict[int, _Pending] = {}
+        self._seq = 0
+        self._outcomes = np.zeros(len(Outcome), np.int64)
+        self._counts = dict.fromkeys(
+            ("sent_updates", "skipped_updates", "sent_blocks", "acked_blocks", "lost_blocks",
+             "duplicate_acks", "unexpected_acks", "foreign_packets"), 0)
+        self.last_p_s = 1.0
+        self.rtt_us: int | None = None
+        self.srtt_us: float | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        if ack_thread:
+            self._thread = threading.Thread(
+                target=self._ack_loop, name=f"olaf-acks-w{worker_id}", daemon=True
+            )
+            self._thread.start()
+
+    # -- sending -------------------------------------------------------------------
+    def send_gradient(self, gradient: Any, *, reward: float, model_version: int) -> bool:
+        """Send one update if the policy says so; True if it was sent.
+
+        Raises ``ValueError`` (and sends nothing) on NaN values or reward, or a gradient
+        too large for 16-bit block ids.
+        """
+        if self._thread is None:
+            self.poll(0.0)
+        flat = as_float32_vector(gradient)
+        blocks = split_blocks(to_fixed(flat, self.frac_bits), self.values)
+        n = len(blocks)
+        if n > MAX_BLOCKS_ON_WIRE:
+            raise ValueError(f"{len(flat)} values need {n} blocks; block_id allows 65536")
+        if math.isnan(reward):
+            raise ValueError("reward is NaN")
+        reward_fixed = int(to_fixed(np.array([reward]), self.frac_bits)[0])
+        now = self.clock()
+        p = float(self.policy.probability(self.feedback, now))
+        self.last_p_s = p
+        if p < 1.0 and not self.rng.random() < p:
+            with self._lock:
+                self._counts["skipped_updates"] += 1
+            return False
+        batch = Batch.zeros(n, self.values)
+        h = batch.headers
+        h["version"] = VERSION
+        h["msg_type"] = MsgType.UPDATE
+        h["cluster_id"] = self.cluster_id
+        h["worker_id"] = self.worker_id
+        h["block_id"] = np.arange(n)
+        h["agg_count"] = 1
+        h["num_values"] = self.values
+        h["frac_bits"] = self.frac_bits
+        h["seq"] = self._seq
+        h["model_version"] = model_version & 0xFFFFFFFF
+        h["reward"] = reward_fixed
+        h["gen_time_us"] = wrap_us(now)
+        h["contributors"] = self.contributors
+        batch.values[:] = blocks
+        rows = encode_array(batch)
+        with self._lock:
+            # Registered before sending: the first ACK can beat the end of the batch.
+            self._pending[self._seq] = _Pending(self.clock(), np.zeros(n, np.uint16), n)
+            self._counts["sent_updates"] += 1
+            self._counts["sent_blocks"] += n
+        self._seq = (self._seq + 1) & 0xFFFFFFFF
+        self.transport.send(rows)
+        return True
+
+    # -- ACKs ----------------------------------------------------------------------
+    def poll(self, timeout: float = 0.0) -> int:
+        """Read the ACKs waiting (up to ``timeout`` s for the first); returns how many."""
+        payloads = self.transport.recv(timeout)
+        if payloads:
+            self._handle(payloads, self.clock())
+        self._expire(self.clock())
+        return len(payloads)
+
+    def _ack_loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.poll(0.05)
+            except (OSError, ValueError):
+                # The transport was closed under us: nothing more will arrive.
+                if self._stop.is_set():
+                    return
+                raise
+
+    def _handle(self, payloads: list[bytes], now: int) -> None:
+        batch = decode(payloads, self.values)
+        h = batch.headers
+        mine = (
+            (h["version"] == VERSION)
+            & (h["msg_type"] == MsgType.ACK)
+            & (h["cluster_id"] == self.cluster_id)
+            & (h["worker_id"] == self.worker_id)
+        )
+        acks = h[mine]
+        with self._lock:
+            self._counts["foreign_packets"] += int(len(h) - len(acks))
+            if not len(acks):
+                return
+            last = acks[-1]
+            self.feedback = Feedback(
+                queue_util=int(last["queue_util"]),
+                active_clusters=int(last["active_clusters"]),
+                congested=bool(last["flags"] & FLAG_CONGESTED),
+                received_us=now,
+            )
+            outcomes = acks["outcome"].astype(np.int64)
+            known = outcomes < len(Outcome)
+            self._outcomes += np.bincount(outcomes[known], minlength=len(Outcome))
+            self._counts["unexpected_acks"] += int((~known).sum())
+            acks = acks[known]
+            seqs = acks["seq"]
+            for seq in np.unique(seqs).tolist():
+                self._match(seq, acks[seqs == seq], now)
+
+    def _match(self, seq: int, acks: np.ndarray, now: int) -> None:
+        entry = self._pending.get(seq)
+        if entry is None:
+            # Answer to an update already complete or expired: a duplicate or a late ACK.
+            self._counts["unexpected_acks"] += len(acks)
+            return
+        blocks = acks["block_id"].astype(np.int64)
+        in_range = blocks < len(entry.acks)
+        self._counts["unexpected_acks"] += int((~in_range).sum())
+        blocks = blocks[in_range]
+        before = entry.acks.copy()
+        np.add.at(entry.acks, blocks, 1)
+        newly = int(((before == 0) & (entry.acks > 0)).sum())
+        self._counts["acked_blocks"] += newly
+        self._counts["duplicate_acks"] += len(blocks) - newly
+        entry.remaining -= newly
+        rtt = now - entry.sent_us
+        self.rtt_us = rtt
+        self.srtt_us = rtt if self.srtt_us is None else (
+            (1 - RTT_GAIN) * self.srtt_us + RTT_GAIN * rtt
+        )
+        if self.ack_log is not None:
+            for block, outcome in zip(blocks.tolist(), acks["outcome"][in_range].tolist(),
+                                      strict=True):
+                self.ack_log.append(AckRecord(seq, block, Outcome(outcome), rtt))
+        if entry.remaining == 0:
+            del self._pending[seq]
+
+    def _expire(self, now: int) -> None:
+        with self._lock:
+            if not self._pending:
+                return
+            old = [s for s, e in self._pending.items() if now - e.sent_us > self.ack_timeout_us]
+            for seq in old:
+                self._counts["lost_blocks"] += self._pending.pop(seq).remaining
+
+    # -- state -----------------------------------------------------------------------
+    @property
+    def outstanding_blocks(self) -> int:
+        with self._lock:
+            return sum(e.remaining for e in self._pending.values())
+
+    def wait_for_acks(self, timeout: float) -> bool:
+        """Block until every sent block is answered or expired; False on timeout."""
+        deadline = self.clock() + int(timeout * 1e6)
+        while self.outstanding_blocks:
+            if self.clock() >= deadline:
+                return False
+            if self._thread is None:
+                self.poll(0.01)
+            else:
+                self._stop.wait(0.005)
+        return True
+
+    def stats(self) -> dict[str, Any]:
+        """Counters per outcome and per fate, current P_s, RTT (ms), last feedback."""
+        now = self.clock()
+        with self._lock:
+            fb = self.feedback
+            out: dict[str, Any] = dict(self._counts)
+            out["outstanding_blocks"] = sum(e.remaining for e in self._pending.values())
+            out["outcomes"] = {o.name: int(self._outcomes[o]) for o in Outcome}
+            rtt, srtt = self.rtt_us, self.srtt_us
+        out["updates"] = out["sent_updates"] + out["skipped_updates"]
+        out["p_s"] = float(self.policy.probability(fb, now))
+        out["rtt_ms"] = None if rtt is None else rtt / 1000.0
+        out["srtt_ms"] = None if srtt is None else srtt / 1000.0
+        out["queue_util"] = None if fb is None else fb.queue_util
+        out["active_clusters"] = None if fb is None else fb.active_clusters
+        out["congested"] = None if fb is None else fb.congested
+        out["send_errors"] = int(getattr(self.transport, "send_errors", 0))
+        return out
+
+    def close(self) -> None:
+        """Stop the ACK thread and close the transport. Idempotent."""
+        self._stop.set()
+        if self._thread is not None and self._thread.is_alive():
+            self._thread.join()
+        self.transport.close()
+
+    def __enter__(self) -> Sender:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
