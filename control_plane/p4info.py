@@ -43,6 +43,7 @@ REG_WRITE_PTR = "OlafIngress.reg_write_ptr"
 REG_ACTIVE_CLUSTERS = "OlafIngress.reg_active_clusters"
 REG_CLUSTER_COUNT = "OlafIngress.reg_cluster_count"
 REG_VALUES = "OlafIngress.reg_values"
+REG_INDEX = "OlafIngress.reg_index"
 REG_SLOT_PREFIX = "OlafIngress.reg_slot_"
 
 STATE_REGISTERS = (REG_OCCUPIED, REG_READ_PTR, REG_WRITE_PTR, REG_ACTIVE_CLUSTERS)

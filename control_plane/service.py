@@ -50,8 +50,10 @@ from control_plane.p4info import (
     OUTCOME_COUNTER,
     REG_ACTIVE_CLUSTERS,
     REG_CLUSTER_COUNT,
+    REG_INDEX,
     REG_OCCUPIED,
     REG_READ_PTR,
+    REG_SLOT_PREFIX,
     REG_VALUES,
     REG_WRITE_PTR,
     SET_CONFIG,
@@ -703,8 +705,7 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
             return [p4runtime_pb2.Entity(counter_entry=c)
                     for c in self._read_counters(schema, entity.counter_entry)]
         if kind == "register_entry":
-            return [p4runtime_pb2.Entity(register_entry=r)
-                    for r in self._read_registers(schema, entity.register_entry)]
+            return self._read_registers(schema, entity.register_entry)
         if kind is None:
             raise P4RuntimeError(Code.INVALID_ARGUMENT, "entity not set")
         raise P4RuntimeError(Code.UNIMPLEMENTED, f"{kind} is not supported by the software switch")
@@ -811,25 +812,46 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
                 out.append(entry)
         return out
 
-    def _register_cells(self, reg: Register) -> list[int] | None:
-        """A register's cells from the queue state (call with the pipeline lock held)."""
+    def _register_cells(self, schema: Schema, reg: Register) -> list[int] | None:
+        """A register's cells from the queue state, in the P4 program's layout.
+
+        Call with the pipeline lock held. Where the switch's dimensions differ from the
+        program's, cells the program has and the switch lacks read 0, and switch state
+        beyond the program's sizes is not visible.
+        """
         q = self.pipeline.queue
+        cfg = q.config
         scalars = {REG_OCCUPIED: q.occupied, REG_READ_PTR: q.read_ptr, REG_WRITE_PTR: q.write_ptr,
                    REG_ACTIVE_CLUSTERS: q.active_clusters}
         if reg.name in scalars:
             cells = [scalars[reg.name]]
         elif reg.name == REG_CLUSTER_COUNT:
             cells = list(q.cluster_count)
-        elif reg.name == REG_VALUES:
-            cells = q.values.reshape(-1).tolist()  # index slot * V + i, V = the switch's V
         elif slot_register_field(reg.name) is not None:
             cells = list(q.slots[slot_register_field(reg.name)])
+        elif reg.name == REG_VALUES:
+            # P4: reg_values[(slot << V_SHIFT) + i]; the row stride is size / capacity.
+            p4_slots = schema.registers[schema.id(REG_SLOT_PREFIX + "seq")].size \
+                if schema.has(REG_SLOT_PREFIX + "seq") else cfg.capacity
+            stride = max(1, reg.size // p4_slots)
+            cells = [0] * reg.size
+            for s in range(min(cfg.capacity, p4_slots)):
+                row = q.values[s, :min(cfg.values, stride)].tolist()
+                cells[s * stride:s * stride + len(row)] = row
+        elif reg.name == REG_INDEX:
+            # P4: reg_index[cluster << 10 | block] = 1 + slot, 0 for none.
+            p4_clusters = schema.registers[schema.id(REG_CLUSTER_COUNT)].size
+            stride = max(1, reg.size // p4_clusters)
+            cells = [0] * reg.size
+            for c in range(min(cfg.max_clusters, p4_clusters)):
+                for b in range(min(cfg.max_blocks, stride)):
+                    cells[c * stride + b] = q.index[c * cfg.max_blocks + b] + 1
         else:
             return None
         return (cells + [0] * reg.size)[:reg.size]
 
     def _read_registers(self, schema: Schema, query: p4runtime_pb2.RegisterEntry
-                        ) -> list[p4runtime_pb2.RegisterEntry]:
+                        ) -> list[p4runtime_pb2.Entity]:
         if query.register_id == 0:
             registers = list(schema.registers.values())
         elif query.register_id in schema.registers:
@@ -840,7 +862,7 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
         for reg in registers:
             index = self._index(query, reg.size, reg.name) if query.HasField("index") else None
             with self.pipeline.lock:
-                cells = self._register_cells(reg)
+                cells = self._register_cells(schema, reg)
             if cells is None:
                 if query.register_id == 0:
                     continue  # a wildcard read returns what this target holds
@@ -849,13 +871,16 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
                                      "the software switch does not keep it")
             encode = encode_int if reg.signed else encode_uint
             for i in [index] if index is not None else range(reg.size):
-                entry = p4runtime_pb2.RegisterEntry(register_id=reg.id)
+                # Built in place: protobuf is pure Python here and copies cost as much as building.
+                entity = p4runtime_pb2.Entity()
+                entry = entity.register_entry
+                entry.register_id = reg.id
                 entry.index.index = i
                 try:
                     entry.data.bitstring = encode(cells[i], reg.bitwidth)
                 except OutOfRange as e:
                     raise P4RuntimeError(Code.INTERNAL, f"{reg.name}[{i}]: {e}") from None
-                out.append(entry)
+                out.append(entity)
         return out
 
     # -- StreamChannel -------------------------------------------------------------------

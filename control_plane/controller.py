@@ -1,0 +1,616 @@
+"""The OLAF controller: one P4Runtime session with one target, built on p4runtime-shell.
+
+The same code drives the software switch (``olaf switch --p4runtime``), bmv2's
+``simple_switch_grpc`` and a Tofino's P4Runtime server; only the device config pushed
+with the P4Info differs (``device_config``).
+
+p4runtime-shell keeps its client and P4Info in module globals
+(``p4runtime_sh.shell.client`` / ``.context``), which its entity classes (``TableEntry``,
+``CounterEntry``) use. ``Controller`` owns them for its lifetime: it installs its client
+when it opens, removes it when it closes, and refuses to open while another session holds
+them in the same process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import ipaddress
+import json
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+from google.rpc import code_pb2
+from p4.config.v1 import p4info_pb2
+from p4.v1 import p4runtime_pb2
+from p4runtime_sh import shell as sh
+from p4runtime_sh.global_options import Options, global_options
+from p4runtime_sh.p4runtime import P4RuntimeClient, P4RuntimeException, P4RuntimeWriteException
+from p4runtime_sh.utils import UserError
+
+from control_plane.p4info import (
+    CONFIG_TABLE,
+    DROP_SIM_TABLE,
+    IPV4_FORWARD,
+    LPM_TABLE,
+    MSG_TYPE_COUNTER,
+    OUTCOME_COUNTER,
+    REG_ACTIVE_CLUSTERS,
+    REG_CLUSTER_COUNT,
+    REG_OCCUPIED,
+    REG_READ_PTR,
+    REG_WRITE_PTR,
+    SET_CONFIG,
+    SET_DROP_PROB,
+    load_p4info,
+)
+from worker_transport.protocol import INT32_MAX, Mode, MsgType, Outcome
+
+log = logging.getLogger(__name__)
+
+PROB_ONE = 1 << 16
+QUEUE_REGISTERS = (REG_OCCUPIED, REG_READ_PTR, REG_WRITE_PTR, REG_ACTIVE_CLUSTERS, REG_CLUSTER_COUNT)
+
+
+class ControllerError(RuntimeError):
+    """A failed P4Runtime operation, with the status code name the target gave."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+def _code_name(number: int) -> str:
+    return code_pb2.Code.Name(number) if number in code_pb2.Code.values() else str(number)
+
+
+@contextlib.contextmanager
+def _p4rt_errors(what: str) -> Any:
+    """p4runtime-shell raises three kinds of errors; callers get one, with the code."""
+    try:
+        yield
+    except P4RuntimeWriteException as e:
+        first = e.errors[0][1] if e.errors else None
+        if first is None:
+            raise ControllerError("UNKNOWN", f"{what}: {e}") from None
+        raise ControllerError(_code_name(first.canonical_code), f"{what}: {first.message}") from None
+    except P4RuntimeException as e:
+        err = e.grpc_error
+        raise ControllerError(err.code().name, f"{what}: {err.details()}") from None
+    except grpc.RpcError as e:
+        raise ControllerError(e.code().name, f"{what}: {e.details()}") from None
+    except UserError as e:
+        raise ControllerError("INVALID_ARGUMENT", f"{what}: {e}") from None
+
+
+class _Client(P4RuntimeClient):
+    """p4runtime-shell's client, with a handshake that reports instead of exiting.
+
+    The stock handshake calls ``sys.exit`` when no arbitration answer comes and prints to
+    stdout when the client is a backup; a library must do neither.
+    """
+
+    def handshake(self) -> None:
+        req = p4runtime_pb2.StreamMessageRequest()
+        req.arbitration.device_id = self.device_id
+        req.arbitration.election_id.high, req.arbitration.election_id.low = self.election_id
+        self.stream_out_q.put(req)
+        rep = self.get_stream_packet("arbitration", timeout=self.connect_timeout)
+        if rep is None:
+            reason = "no arbitration answer"
+            with contextlib.suppress(Exception):
+                if self.stream.done():
+                    reason = f"{self.stream.code().name}: {self.stream.details()}"
+            self.tear_down()
+            raise ConnectionError(reason)
+        self.arbitration = rep.arbitration
+
+    def __init__(self, device_id: int, address: str, election_id: tuple[int, int], timeout: float) -> None:
+        self.connect_timeout = timeout
+        self.arbitration: p4runtime_pb2.MasterArbitrationUpdate | None = None
+        super().__init__(device_id, address, election_id)
+
+
+@dataclass(frozen=True)
+class QueueSettings:
+    """What ``olaf_config``'s default action holds on a target."""
+
+    mode: Mode
+    threshold: int
+    """Raw fixed point, ``frac_bits`` fraction bits."""
+    congestion_threshold: int
+    frac_bits: int
+    capacity: int
+    max_clusters: int
+    max_blocks: int
+
+    @property
+    def reward_threshold(self) -> float:
+        return math.ldexp(self.threshold, -self.frac_bits)
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["mode"] = self.mode.name
+        d["reward_threshold"] = self.reward_threshold
+        return d
+
+
+def bmv2_device_config(json_path: str | Path) -> bytes:
+    """bmv2's device config is the JSON that ``p4c-bm2-ss`` writes."""
+    return Path(json_path).read_bytes()
+
+
+def tofino_device_config(program_name: str, binary_path: str | Path, context_path: str | Path) -> bytes:
+    """Device config of the Intel SDE's P4Runtime server (``bf_switchd --p4rt-server``).
+
+    The layout ONOS and the SDE's own tools use: little-endian 32-bit length and bytes of
+    the program name, then of ``tofino.bin``, then of ``context.json`` (all from
+    ``bf-p4c``'s output directory). Stratum's ``stratum_bfrt`` takes its own
+    ``BfPipelineConfig`` made by its ``bf_pipeline_builder`` instead.
+    """
+    parts = [program_name.encode(), Path(binary_path).read_bytes(), Path(context_path).read_bytes()]
+    return b"".join(len(p).to_bytes(4, "little") + p for p in parts)
+
+
+@dataclass(frozen=True)
+class Route:
+    prefix: str
+    port: int
+    mac: str | None = None
+
+
+@dataclass
+class Topology:
+    """Forwarding and emulation settings for one switch, from a JSON topology file.
+
+    Either the switch's own section ``{"routes": [...], "drop_prob": {...}}`` or a file
+    with several, ``{"switches": {"s1": {...}, ...}}``; routes are
+    ``{"prefix": "10.0.1.1/32", "port": 1, "mac": "08:00:00:00:01:11"}`` (the format
+    ``olaf switch --forwarding`` reads), ``drop_prob`` maps a port (or ``"*"``, every
+    port) to a probability.
+    """
+
+    routes: list[Route] = field(default_factory=list)
+    drop_prob: dict[int | None, float] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, path: str | Path, switch: str | None = None) -> Topology:
+        try:
+            spec = json.loads(Path(path).read_text())
+        except (OSError, json.JSONDecodeError) as e:
+            raise ValueError(f"cannot read topology {path}: {e}") from None
+        if "switches" in spec:
+            switches = spec["switches"]
+            if switch is None:
+                if len(switches) != 1:
+                    raise ValueError(f"{path} describes switches {sorted(switches)}: name one")
+                switch = next(iter(switches))
+            if switch not in switches:
+                raise ValueError(f"{path} has no switch {switch!r} (it has {sorted(switches)})")
+            spec = switches[switch]
+        try:
+            routes = [Route(r["prefix"], int(r["port"]), r.get("mac")) for r in spec.get("routes", [])]
+            drop = {None if k == "*" else int(k): float(v) for k, v in spec.get("drop_prob", {}).items()}
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise ValueError(f"bad topology {path}: {e!r}") from None
+        return cls(routes, drop)
+
+
+class Controller:
+    """A P4Runtime session with one OLAF target, through p4runtime-shell.
+
+    Use as a context manager (or ``open()``/``close()``). ``election_id`` decides who is
+    primary; only the primary may push a pipeline or write.
+    """
+
+    def __init__(self, target: str, device_id: int = 1, election_id: tuple[int, int] = (1, 0),
+                 timeout: float = 5.0) -> None:
+        self.target = target
+        self.device_id = device_id
+        self.election_id = election_id
+        self.timeout = timeout
+        self._client: _Client | None = None
+        self._lock = threading.Lock()
+
+    # -- lifetime -------------------------------------------------------------------
+    def open(self) -> Controller:
+        if self._client is not None:
+            return self
+        if sh.client is not None:
+            raise RuntimeError("another p4runtime-shell session is open in this process; close it first")
+        try:
+            client = _Client(self.device_id, self.target, self.election_id, self.timeout)
+        except ConnectionError as e:
+            raise ConnectionError(f"no P4Runtime session with {self.target} "
+                                  f"(device {self.device_id}): {e}") from None
+        self._client = sh.client = client
+        # Entity objects print themselves as they are built unless told not to.
+        global_options.set_option(Options.verbose, False)
+        try:
+            self._load_p4info()
+        except Exception:
+            self.close()
+            raise
+        return self
+
+    def close(self) -> None:
+        client, self._client = self._client, None
+        if client is None:
+            return
+        if sh.client is client:
+            sh.client = None
+        client.tear_down()
+
+    def __enter__(self) -> Controller:
+        return self.open()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def client(self) -> _Client:
+        if self._client is None:
+            raise RuntimeError("the controller is not open")
+        return self._client
+
+    @property
+    def is_primary(self) -> bool:
+        """Whether the target last told this session it is the primary."""
+        client = self.client
+        while True:
+            update = client.get_stream_packet("arbitration", timeout=0)
+            if update is None:
+                break
+            client.arbitration = update.arbitration
+        return client.arbitration is not None and client.arbitration.status.code == code_pb2.OK
+
+    def _load_p4info(self) -> None:
+        with _p4rt_errors("GetForwardingPipelineConfig"):
+            p4info = self.client.get_p4info()
+        sh.context.set_p4info(p4info)
+
+    @property
+    def has_pipeline(self) -> bool:
+        return sh.context.p4info is not None and len(sh.context.p4info.tables) > 0
+
+    def _require_pipeline(self) -> None:
+        self.client  # noqa: B018 - raises when closed
+        if not self.has_pipeline:
+            raise ControllerError("FAILED_PRECONDITION", f"{self.target} has no pipeline: push one first")
+
+    # -- pipeline ---------------------------------------------------------------------
+    def push_pipeline(self, p4info: str | Path | p4info_pb2.P4Info, device_config: bytes = b"",
+                      action: str = "commit", cookie: int | None = None) -> None:
+        """SetForwardingPipelineConfig: ``commit`` (VERIFY_AND_COMMIT, clears forwarding
+        state), ``reconcile`` (RECONCILE_AND_COMMIT, keeps it) or ``verify`` (VERIFY only).
+
+        ``device_config``: bmv2 JSON (``bmv2_device_config``), the Tofino blob
+        (``tofino_device_config``), or empty for the software switch.
+        """
+        actions = {"commit": "VERIFY_AND_COMMIT", "reconcile": "RECONCILE_AND_COMMIT", "verify": "VERIFY"}
+        if action not in actions:
+            raise ValueError(f"action must be one of {sorted(actions)}")
+        info = p4info if isinstance(p4info, p4info_pb2.P4Info) else load_p4info(p4info)
+        client = self.client
+        req = p4runtime_pb2.SetForwardingPipelineConfigRequest(device_id=self.device_id)
+        req.election_id.high, req.election_id.low = self.election_id
+        req.action = p4runtime_pb2.SetForwardingPipelineConfigRequest.Action.Value(actions[action])
+        req.config.p4info.CopyFrom(info)
+        req.config.p4_device_config = device_config
+        if cookie is not None:
+            req.config.cookie.cookie = cookie
+        with _p4rt_errors("SetForwardingPipelineConfig"):
+            client.stub.SetForwardingPipelineConfig(req, timeout=max(self.timeout, 30.0))
+        if action != "verify":
+            sh.context.set_p4info(info)
+
+    def capabilities(self) -> str:
+        with _p4rt_errors("Capabilities"):
+            return self.client.api_version()
+
+    # -- forwarding ---------------------------------------------------------------------
+    def _route_entry(self, route: Route) -> Any:
+        te = sh.TableEntry(LPM_TABLE)(action=IPV4_FORWARD)
+        if not route.prefix.endswith("/0"):
+            te.match["hdr.ipv4.dstAddr"] = route.prefix
+        te.action["dstAddr"] = route.mac or "0"
+        te.action["port"] = str(route.port)
+        return te
+
+    def add_route(self, prefix: str, port: int, mac: str | None = None, replace: bool = False) -> None:
+        """Insert an ``ipv4_lpm`` entry; ``replace`` modifies an existing one instead of failing."""
+        self._require_pipeline()
+        te = self._route_entry(Route(prefix, port, mac))
+        with _p4rt_errors(f"route {prefix}"):
+            try:
+                te.insert()
+            except P4RuntimeWriteException as e:
+                if not replace or not e.errors or e.errors[0][1].canonical_code != code_pb2.ALREADY_EXISTS:
+                    raise
+                te.modify()
+
+    def delete_route(self, prefix: str) -> None:
+        self._require_pipeline()
+        te = sh.TableEntry(LPM_TABLE)
+        if not prefix.endswith("/0"):
+            te.match["hdr.ipv4.dstAddr"] = prefix
+        with _p4rt_errors(f"delete route {prefix}"):
+            te.delete()
+
+    def routes(self) -> list[Route]:
+        self._require_pipeline()
+        out = []
+        with _p4rt_errors("read ipv4_lpm"):
+            for te in sh.TableEntry(LPM_TABLE).read():
+                msg = te.msg()
+                prefix = "0.0.0.0/0"
+                for fm in msg.match:
+                    addr = ipaddress.IPv4Address(int.from_bytes(fm.lpm.value, "big"))
+                    prefix = f"{addr}/{fm.lpm.prefix_len}"
+                params = {p.param_id: int.from_bytes(p.value, "big") for p in msg.action.action.params}
+                mac_int, port = params.get(1, 0), params.get(2, 0)
+                mac = ":".join(f"{b:02x}" for b in mac_int.to_bytes(6, "big")) if mac_int else None
+                out.append(Route(prefix, port, mac))
+        return out
+
+    def install_topology(self, topology: Topology) -> int:
+        """Install a topology's routes (replacing existing ones) and drop probabilities."""
+        for r in topology.routes:
+            self.add_route(r.prefix, r.port, r.mac, replace=True)
+        for port, prob in topology.drop_prob.items():
+            self.set_drop_prob(port, prob)
+        return len(topology.routes) + len(topology.drop_prob)
+
+    # -- queue settings -------------------------------------------------------------------
+    def settings(self) -> QueueSettings:
+        """The ``olaf_config`` default action as the target holds it."""
+        self._require_pipeline()
+        with _p4rt_errors("read olaf_config"):
+            entries = list(sh.TableEntry(CONFIG_TABLE)(is_default=True).read())
+        if not entries or entries[0].action is None:
+            raise ControllerError("NOT_FOUND", "the target returned no olaf_config default entry")
+        action = entries[0].action
+        values = {name: int.from_bytes(action[name].value, "big")
+                  for name in ("mode", "threshold", "congestion_threshold", "frac_bits", "capacity",
+                               "max_clusters", "max_blocks")}
+        return QueueSettings(Mode(values.pop("mode")), **values)
+
+    def configure(self, mode: Mode | str | None = None, threshold: int | None = None,
+                  congestion_threshold: int | None = None, **dimensions: int) -> QueueSettings:
+        """Change the queue settings (read, change, write back the default action).
+
+        ``threshold`` is raw fixed point; ``set_reward_threshold`` takes reward units.
+        ``dimensions`` (capacity, max_clusters, max_blocks, frac_bits) are for targets
+        whose P4 program reads them from the table (bmv2); the software switch fixes them
+        at start and refuses a change.
+        """
+        with self._lock:
+            current = self.settings()
+            new = asdict(current)
+            if mode is not None:
+                new["mode"] = Mode[mode.upper()] if isinstance(mode, str) else Mode(mode)
+            if threshold is not None:
+                if not 0 <= threshold <= INT32_MAX:
+                    raise ValueError("threshold must be 0..2**31-1 (raw fixed point)")
+                new["threshold"] = threshold
+            if congestion_threshold is not None:
+                new["congestion_threshold"] = congestion_threshold
+            new.update(dimensions)
+            te = sh.TableEntry(CONFIG_TABLE)(is_default=True, action=SET_CONFIG)
+            for name, value in new.items():
+                te.action[name] = str(int(value))
+            with _p4rt_errors("write olaf_config"):
+                te.modify()
+            return QueueSettings(**new)
+
+    def set_reward_threshold(self, threshold: float) -> int:
+        """Set the reward threshold in reward units; returns the raw value written."""
+        if not threshold >= 0:
+            raise ValueError("the reward threshold must be >= 0")
+        frac_bits = self.settings().frac_bits
+        # Round to nearest (ties to even, as fixedpoint.to_fixed) and saturate.
+        raw = min(round(math.ldexp(threshold, frac_bits)), INT32_MAX)
+        self.configure(threshold=raw)
+        return raw
+
+    # -- drop simulation ------------------------------------------------------------------
+    def set_drop_prob(self, port: int | None, prob: float) -> None:
+        """Drop responses leaving ``port`` (every port: None) with probability ``prob``."""
+        self._require_pipeline()
+        if not 0.0 <= prob <= 1.0:
+            raise ValueError("drop probability must be in [0, 1]")
+        value = str(min(round(prob * PROB_ONE), PROB_ONE - 1))
+        if port is None:
+            te = sh.TableEntry(DROP_SIM_TABLE)(is_default=True, action=SET_DROP_PROB)
+            te.action["prob"] = value
+            with _p4rt_errors("drop_sim default"):
+                te.modify()
+            return
+        te = sh.TableEntry(DROP_SIM_TABLE)(action=SET_DROP_PROB)
+        te.match["standard_metadata.egress_port"] = str(port)
+        te.action["prob"] = value
+        with _p4rt_errors(f"drop_sim port {port}"):
+            try:
+                te.insert()
+            except P4RuntimeWriteException as e:
+                if not e.errors or e.errors[0][1].canonical_code != code_pb2.ALREADY_EXISTS:
+                    raise
+                te.modify()
+
+    def drop_probs(self) -> dict[int | None, float]:
+        self._require_pipeline()
+        out: dict[int | None, float] = {}
+        with _p4rt_errors("read drop_sim"):
+            for te in sh.TableEntry(DROP_SIM_TABLE).read():
+                msg = te.msg()
+                port = int.from_bytes(msg.match[0].exact.value, "big")
+                out[port] = _prob(msg)
+            for te in sh.TableEntry(DROP_SIM_TABLE)(is_default=True).read():
+                msg = te.msg()
+                if msg.action.action.params:
+                    out[None] = _prob(msg)
+        return out
+
+    # -- counters and registers -------------------------------------------------------------
+    def counters(self) -> dict[str, dict[str, int]]:
+        """Packets per outcome and per message type, by name."""
+        self._require_pipeline()
+        out: dict[str, dict[str, int]] = {"outcomes": {}, "msg_types": {}}
+        with _p4rt_errors("read counters"):
+            for c in sh.CounterEntry(OUTCOME_COUNTER).read():
+                if c.index in tuple(Outcome):
+                    out["outcomes"][Outcome(c.index).name] = c.packet_count
+            for c in sh.CounterEntry(MSG_TYPE_COUNTER).read():
+                if c.index in tuple(MsgType):
+                    out["msg_types"][MsgType(c.index).name] = c.packet_count
+        return out
+
+    def reset_counters(self) -> None:
+        self._require_pipeline()
+        for name in (OUTCOME_COUNTER, MSG_TYPE_COUNTER):
+            c = sh.CounterEntry(name)
+            c.packet_count = 0
+            with _p4rt_errors(f"reset {name}"):
+                c.modify()
+
+    def register(self, name: str, index: int | None = None) -> list[int]:
+        """A register's cells (one if ``index`` is given), via a P4Runtime RegisterEntry read.
+
+        p4runtime-shell has no RegisterEntry class, so the request is built here and sent
+        with its client. bmv2 answers UNIMPLEMENTED (p4lang/PI#376): ``ControllerError``.
+        """
+        self._require_pipeline()
+        regs = {r.preamble.name: r for r in sh.context.p4info.registers}
+        reg = regs.get(name) or next((r for r in regs.values() if r.preamble.alias == name), None)
+        if reg is None:
+            raise ControllerError("NOT_FOUND", f"the pipeline has no register {name}")
+        entity = p4runtime_pb2.Entity()
+        entity.register_entry.register_id = reg.preamble.id
+        if index is not None:
+            entity.register_entry.index.index = index
+        signed = reg.type_spec.bitstring.WhichOneof("type_spec") == "int"
+        cells: dict[int, int] = {}
+        with _p4rt_errors(f"read {name}"):
+            for rep in self.client.read_one(entity):
+                for e in rep.entities:
+                    cells[e.register_entry.index.index] = int.from_bytes(
+                        e.register_entry.data.bitstring, "big", signed=signed)
+        return [cells[i] for i in sorted(cells)]
+
+    def queue_state(self) -> dict[str, Any] | None:
+        """Occupancy, pointers and per-cluster counts, or None where the target serves no registers."""
+        try:
+            state: dict[str, Any] = {name.rpartition("reg_")[2]: self.register(name)[0]
+                                     for name in QUEUE_REGISTERS[:-1]}
+            state["cluster_count"] = self.register(REG_CLUSTER_COUNT)
+        except ControllerError as e:
+            if e.code in ("UNIMPLEMENTED", "NOT_FOUND"):
+                return None
+            raise
+        return state
+
+
+def _prob(msg: p4runtime_pb2.TableEntry) -> float:
+    params = msg.action.action.params
+    return int.from_bytes(params[0].value, "big") / PROB_ONE if params else 0.0
+
+
+@dataclass
+class ThresholdStep:
+    time: float
+    mean_reward: float
+    threshold: float
+    raw: int | None = None
+
+
+class ThresholdLoop:
+    """The reward-threshold rule of DESIGN.md §3: ``max(fraction * |mean reward|, floor)``.
+
+    The parameter server reports the mean reward of recently received DATA with
+    ``report()``; every ``interval`` seconds the loop writes the threshold derived from the
+    latest report to ``target``: a ``Controller`` (over P4Runtime) or any callable taking
+    the threshold in reward units (e.g. an in-process switch's setter). ``step()`` runs one
+    round by hand; ``start()``/``stop()`` run it in a thread.
+    """
+
+    def __init__(self, target: Controller | Callable[[float], Any], floor: float, interval: float = 1.0,
+                 fraction: float = 0.15) -> None:
+        if not floor >= 0 or not interval > 0 or not fraction >= 0:
+            raise ValueError("floor and fraction must be >= 0 and interval > 0")
+        self.apply: Callable[[float], Any] = (
+            target.set_reward_threshold if isinstance(target, Controller) else target)
+        self.floor, self.interval, self.fraction = floor, interval, fraction
+        self.history: list[ThresholdStep] = []
+        self.errors = 0
+        self._pending: float | None = None
+        self._report_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def threshold_for(self, mean_reward: float) -> float:
+        return max(self.fraction * abs(mean_reward), self.floor)
+
+    def report(self, mean_reward: float) -> None:
+        """The PS's latest mean reward of recent DATA (NaN and inf are ignored)."""
+        if math.isfinite(mean_reward):
+            with self._report_lock:
+                self._pending = mean_reward
+
+    def feed(self, rewards: Iterable[float]) -> None:
+        """Report the mean of a window of rewards (no-op for an empty window)."""
+        values = [r for r in rewards if math.isfinite(r)]
+        if values:
+            self.report(sum(values) / len(values))
+
+    def step(self) -> ThresholdStep | None:
+        """Apply the threshold for the latest report, if one came since the last step."""
+        with self._report_lock:
+            mean, self._pending = self._pending, None
+        if mean is None:
+            return None
+        threshold = self.threshold_for(mean)
+        raw = self.apply(threshold)
+        step = ThresholdStep(time.monotonic(), mean, threshold, raw if isinstance(raw, int) else None)
+        self.history.append(step)
+        return step
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.step()
+            except (ControllerError, ConnectionError, ValueError) as e:
+                # A missed round is retried at the next report; the loop outlives a hiccup.
+                self.errors += 1
+                log.warning("threshold loop: %s", e)
+
+    def start(self) -> ThresholdLoop:
+        if self._thread is None:
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._run, name="olaf-threshold-loop", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def __enter__(self) -> ThresholdLoop:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def quiet_stdout() -> contextlib.AbstractContextManager:
+    """p4runtime-shell prints some diagnostics to stdout; keep them off a --json stream."""
+    return contextlib.redirect_stdout(io.StringIO())
