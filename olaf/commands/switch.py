@@ -79,6 +79,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     o.add_argument("--batch-size", type=_ranged(1, 65536), default=512,
                    help="most packets drained and processed as one batch (default 512)")
 
+    c = p.add_argument_group("control plane")
+    c.add_argument("--p4runtime", type=_host_port, metavar="HOST:PORT",
+                   help="serve P4Runtime here (port 0 picks one, printed as 'p4runtime on HOST:PORT'); "
+                        "see control_plane/README.md")
+    c.add_argument("--device-id", type=_ranged(0, 2**63 - 1), default=1,
+                   help="P4Runtime device id (default 1)")
+
 
 def run(args: argparse.Namespace) -> int:
     import signal
@@ -139,12 +146,26 @@ def run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
+    p4runtime = None
+    if args.p4runtime:
+        from control_plane.service import P4RuntimeServer
+
+        try:
+            p4runtime = P4RuntimeServer(switch, f"{args.p4runtime[0]}:{args.p4runtime[1]}",
+                                        device_id=args.device_id).start()
+        except OSError as e:
+            switch.close()
+            return fail(str(e))
     print(f"listening on {where}", flush=True)
+    if p4runtime is not None:
+        print(f"p4runtime on {p4runtime.address}", flush=True)
     stats = StatsLine(switch.pipeline, args.stats_interval,
                       lambda line: print(line, file=sys.stderr, flush=True))
     try:
         switch.serve(stop, stats)
     finally:
+        if p4runtime is not None:
+            p4runtime.stop()
         switch.close()
         print(switch.final_line(), flush=True)
     return 0
