@@ -174,3 +174,18 @@ def test_in_process_training_learns_and_olaf_merges() -> None:
     assert olaf.outcomes[Outcome.MERGED] > 0 and olaf.outcomes[Outcome.DROPPED_FULL] == 0
     assert fifo.outcomes[Outcome.MERGED] == 0 and fifo.outcomes[Outcome.DROPPED_FULL] > 0
     assert olaf.blocks_applied == fifo.blocks_applied == 600 * 20
+
+
+def test_controller_sets_fraction_of_mean_reward_with_floor() -> None:
+    from olaf.drl.controller import RewardThresholdController
+
+    applied: list[int] = []
+    ctl = RewardThresholdController(applied.append, fraction=0.15, floor=1.0, history=4,
+                                    frac_bits=FRAC)
+    assert ctl.step() is None and applied == []  # no DATA yet: the switch keeps its maximum
+    ctl.observe([-200.0, -100.0])
+    assert ctl.step() == pytest.approx(22.5)
+    assert applied[-1] == round(22.5 * 2**FRAC)
+    ctl.observe([1.0, 1.0, 1.0, 1.0])  # history 4: the old rewards are gone
+    assert ctl.step() == 1.0  # 0.15 is below the floor
+    assert applied[-1] == 2**FRAC

@@ -82,6 +82,9 @@ class RunConfig:
     """Wall-clock budget in seconds; the run ends earlier once ``target_reward`` is met."""
     target_reward: float | None = None
     """Stop when the mean return of the last ``target_window`` episodes reaches this."""
+    stop_at_target: bool = True
+    """End the run when the target is reached; ``olaf compare`` keeps running to
+    ``duration`` so that every run also has a final return over the same budget."""
     target_window: int = 20
     """Episodes (over all workers) in the running mean that the target is checked on."""
     broadcast_period: float = 0.05

@@ -16,12 +16,12 @@ import torch
 
 from dataplane.queue import OlafQueue, QueueConfig
 from olaf.drl.config import A2CConfig
+from olaf.drl.controller import RewardThresholdController
 from olaf.drl.model import build_model
 from olaf.drl.packaging import averaged_block, gradient_updates
 from olaf.drl.server import ParameterServer
 from olaf.drl.worker import RolloutWorker
 from worker_transport.codec import Batch, decode, encode
-from worker_transport.fixedpoint import to_fixed
 from worker_transport.protocol import VERSION, Mode, MsgType, Outcome
 
 
@@ -63,7 +63,11 @@ def train_in_process(
                                   max_blocks=ps.num_blocks, mode=mode))
     pool = [RolloutWorker(env_id, w, cfg, seed * 1000 + w) for w in range(workers)]
     result = InProcessResult()
-    recent_rewards: list[float] = []
+
+    def set_threshold(raw: int) -> None:
+        queue.threshold = raw
+
+    controller = RewardThresholdController(set_threshold, frac_bits=frac_bits)
     try:
         for turn in range(turns):
             worker = pool[turn % workers]
@@ -82,11 +86,8 @@ def train_in_process(
                 h = data.headers[i]
                 ps.apply_block(int(h["block_id"]),
                                averaged_block(data.values[i], int(h["agg_count"]), frac_bits))
-                recent_rewards = (recent_rewards + [int(h["reward"]) / 2**frac_bits])[-256:]
-            if recent_rewards:
-                # The controller loop, in process: 0.15 * |mean reward|, floor 1.
-                queue.threshold = int(to_fixed(max(0.15 * abs(np.mean(recent_rewards)), 1.0),
-                                               frac_bits))
+                controller.observe([int(h["reward"]) / 2**frac_bits])
+            controller.step()
     finally:
         for worker in pool:
             worker.close()

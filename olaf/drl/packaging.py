@@ -42,7 +42,7 @@ def gradient_updates(
     h["frac_bits"] = frac_bits
     h["seq"] = seq & 0xFFFFFFFF
     h["model_version"] = model_version & 0xFFFFFFFF
-    h["reward"] = int(to_fixed(reward, frac_bits))
+    h["reward"] = int(to_fixed(np.array([reward]), frac_bits)[0])
     h["gen_time_us"] = gen_time_us & 0xFFFFFFFF
     h["contributors"] = 1 << (worker_id % 32)
     batch.values[:] = blocks

@@ -1,0 +1,44 @@
+"""``olaf run``: asynchronous A2C through the OLAF software switch, on this machine."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+HELP = "train asynchronous A2C workers through an embedded OLAF switch and plot the metrics"
+
+DEFAULT_DURATION = 120.0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from olaf.drl.cli_args import add_run_arguments
+
+    add_run_arguments(parser, duration=DEFAULT_DURATION)
+    parser.add_argument("--mode", choices=("olaf", "fifo"), default="olaf",
+                        help="olaf: merge/replace/drop + P_s senders; fifo: drop-tail baseline")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="directory for metrics and plots (default runs/run-<time>)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from olaf.drl.cli_args import check_env, config_from_args
+    from olaf.drl.display import Progress, summary_table
+    from olaf.drl.report import write_metrics, write_plots
+    from olaf.drl.runner import run_experiment
+
+    cfg = check_env(config_from_args(args, mode=args.mode, seed=args.seed,
+                                     target=args.target_reward))
+    out = args.out or Path("runs") / time.strftime("run-%Y%m%d-%H%M%S")
+    console = Console() if Console().is_terminal else Console(width=120)
+    title = (f"olaf run: {cfg.env_id}, {cfg.workers} workers in {cfg.worker_processes} "
+             f"processes, {cfg.mode}, pull {cfg.pull_rate:g}/s")
+    with Progress(title, cfg.duration, console) as progress:
+        result = run_experiment(cfg, progress)
+    console.print(summary_table(result.summary()))
+    files = write_metrics(result, out) + write_plots(result, out)
+    console.print(f"wrote {len(files)} files to {out}/: " + ", ".join(p.name for p in files))
+    return 0

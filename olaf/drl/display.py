@@ -1,0 +1,138 @@
+"""Live progress of a run and the summary tables, with rich.
+
+On a terminal the progress is a live panel redrawn twice a second; otherwise (CI logs,
+pipes) a plain line every ``LINE_PERIOD`` seconds, so logs stay readable.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from olaf.drl.runner import Snapshot
+
+LINE_PERIOD = 5.0
+
+
+def _fmt(value: Any, digits: int = 1) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.{digits}f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def _outcomes(snap: Snapshot) -> str:
+    short = {"ENQUEUED": "enq", "MERGED": "merged", "REPLACED": "repl",
+             "DROPPED_REWARD": "drop_rwd", "DROPPED_FULL": "drop_full",
+             "DROPPED_INVALID": "invalid"}
+    return " ".join(f"{short.get(k, k)}={v:,}" for k, v in snap.outcomes.items() if v)
+
+
+class Progress:
+    """Call with each ``Snapshot``; use as a context manager around the run."""
+
+    def __init__(self, title: str, duration: float, console: Console | None = None) -> None:
+        self.title = title
+        self.duration = duration
+        self.console = console or Console()
+        self.live_mode = self.console.is_terminal
+        self._live: Live | None = None
+        self._last_line = -math.inf
+
+    def __enter__(self) -> Progress:
+        if self.live_mode:
+            self._live = Live(self._render(None), console=self.console, refresh_per_second=2,
+                              transient=False)
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._live is not None:
+            self._live.__exit__(None, None, None)
+
+    def _render(self, snap: Snapshot | None) -> Table:
+        table = Table(title=self.title, show_header=False, min_width=60)
+        table.add_column(style="bold")
+        table.add_column()
+        if snap is None:
+            table.add_row("status", "starting workers...")
+            return table
+        table.add_row("elapsed", f"{snap.elapsed:.1f} s of {self.duration:g} s")
+        table.add_row("env steps", _fmt(snap.env_steps))
+        table.add_row("episodes", _fmt(snap.episodes))
+        table.add_row("mean return", _fmt(snap.mean_return))
+        table.add_row("AoM", f"{_fmt(snap.aom_ms)} ms")
+        table.add_row("queue", f"{snap.occupied}/{snap.capacity} slots")
+        table.add_row("model version", f"{snap.model_version:,} ({snap.blocks_applied:,} blocks)")
+        table.add_row("threshold", _fmt(snap.threshold, 2))
+        table.add_row("updates", f"{snap.updates_sent:,} sent, {snap.updates_skipped:,} skipped")
+        table.add_row("outcomes", _outcomes(snap) or "-")
+        return table
+
+    def __call__(self, snap: Snapshot) -> None:
+        if self._live is not None:
+            self._live.update(self._render(snap))
+        elif snap.elapsed - self._last_line >= LINE_PERIOD:
+            self._last_line = snap.elapsed
+            print(f"[{snap.elapsed:6.1f}s] steps={snap.env_steps:,} return={_fmt(snap.mean_return)}"
+                  f" AoM={_fmt(snap.aom_ms)}ms queue={snap.occupied}/{snap.capacity} "
+                  f"v={snap.model_version} {_outcomes(snap)}", file=sys.stdout, flush=True)
+
+
+SUMMARY_ROWS = (
+    ("stopped by", "stopped_by", 0),
+    ("wall time (s)", "wall_time_s", 1),
+    ("time to target (s)", "time_to_target_s", 1),
+    ("env steps", "env_steps", 0),
+    ("episodes", "episodes", 0),
+    ("initial mean return", "initial_return", 1),
+    ("final mean return", "final_return", 1),
+    ("best mean return", "best_return", 1),
+    ("AoM mean (ms)", "aom_mean_ms", 2),
+    ("AoM p99 (ms)", "aom_p99_ms", 2),
+    ("update age mean (ms)", "update_age_mean_ms", 1),
+    ("DATA blocks to PS", "data_blocks", 0),
+    ("bytes to PS", "bytes_to_ps", 0),
+    ("updates in DATA", "aggregated_updates", 0),
+    ("mean agg_count", "mean_agg_count", 2),
+    ("mean staleness (versions)", "mean_staleness_versions", 2),
+    ("updates sent / skipped", None, 0),
+    ("model version", "model_version", 0),
+)
+
+
+def summary_table(summary: dict[str, Any]) -> Table:
+    table = Table(title=f"olaf run: {summary['env']}, {summary['workers']} workers, "
+                        f"{summary['mode']}, pull {summary['pull_rate']:g}/s, seed {summary['seed']}")
+    table.add_column("metric", style="bold")
+    table.add_column("value", justify="right")
+    for label, key, digits in SUMMARY_ROWS:
+        if key is None:
+            value = f"{summary['updates_sent']:,} / {summary['updates_skipped']:,}"
+        else:
+            value = _fmt(summary.get(key), digits)
+        table.add_row(label, value)
+    outcomes = summary.get("outcomes", {})
+    table.add_row("switch outcomes", " ".join(f"{k.lower()}={v:,}" for k, v in outcomes.items()))
+    return table
+
+
+def compare_table(rows: Sequence[dict[str, Any]]) -> Table:
+    """One row per mode: means (± std) over seeds."""
+    table = Table(title="olaf compare")
+    for name in ("mode", "seeds", "reached", "time to target (s)", "final return",
+                 "AoM mean (ms)", "AoM p99 (ms)", "bytes to PS", "mean agg_count"):
+        table.add_column(name, justify="right")
+    for row in rows:
+        table.add_row(*[str(row[k]) for k in ("mode", "seeds", "reached", "ttt", "final",
+                                              "aom_mean", "aom_p99", "bytes", "agg")])
+    return table

@@ -1,0 +1,220 @@
+"""What a run leaves in ``--out``: metrics as CSV/JSON and PNG plots.
+
+Files of one run:
+
+* ``summary.json``: ``RunResult.summary()`` plus the configuration, AoM summary, sender,
+  receiver and switch counters;
+* ``timeline.csv``: one row per sample (elapsed, env steps, mean return, AoM, queue
+  occupancy, outcome counts, model version, threshold);
+* ``episodes.csv``: every finished episode (time, env steps, worker, return, length);
+* ``data.csv``: every DATA block the PS applied (time, block, agg_count, staleness, reward);
+* ``aom.csv``: the global AoM samples;
+* ``return_vs_time.png``, ``return_vs_steps.png``, ``aom.png`` (over time and its CDF),
+  ``outcomes.png``.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from olaf.drl.runner import RunResult, result_json
+from worker_transport.protocol import Outcome
+
+MODE_COLORS = {"olaf": "tab:blue", "fifo": "tab:orange"}
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, tuple):
+        return list(value)
+    raise TypeError(f"not JSON serialisable: {type(value)}")
+
+
+def _clean(value: Any) -> Any:
+    """NaN/inf become null: JSON has no NaN."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    return value
+
+
+def write_json(path: Path, payload: Any) -> None:
+    path.write_text(json.dumps(_clean(payload), indent=2, default=_json_default) + "\n")
+
+
+def _write_csv(path: Path, header: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(header)
+        writer.writerows(rows)
+
+
+def write_metrics(result: RunResult, out: Path) -> list[Path]:
+    """Write the CSV and JSON files of one run into ``out``; returns their paths."""
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / n for n in ("summary.json", "timeline.csv", "episodes.csv", "data.csv",
+                               "aom.csv")]
+    write_json(paths[0], result_json(result))
+    names = [o.name for o in Outcome]
+    _write_csv(
+        paths[1],
+        ["elapsed_s", "env_steps", "episodes", "mean_return", "aom_ms", "occupied", "capacity",
+         "model_version", "blocks_applied", "threshold", "updates_sent", "updates_skipped",
+         *[n.lower() for n in names]],
+        [[s.elapsed, s.env_steps, s.episodes, s.mean_return, s.aom_ms, s.occupied, s.capacity,
+          s.model_version, s.blocks_applied, "" if s.threshold is None else s.threshold,
+          s.updates_sent, s.updates_skipped, *[s.outcomes.get(n, 0) for n in names]]
+         for s in result.timeline],
+    )
+    _write_csv(paths[2], ["time_s", "env_steps", "worker", "return", "length"], result.episodes)
+    _write_csv(paths[3], ["time_s", "block_id", "agg_count", "staleness_versions", "reward"],
+               result.data)
+    _write_csv(paths[4], ["t_ms", "global_aom_ms"],
+               zip(result.aom_t_ms.tolist(), result.aom_global_ms.tolist(), strict=True))
+    return paths
+
+
+def rolling_returns(result: RunResult) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(time s, env steps, rolling mean return over ``target_window`` episodes)."""
+    window = result.config.target_window
+    # Episodes arrive in batches per worker process: order them by when they ended.
+    ep = sorted(result.episodes, key=lambda e: e[0])
+    if not ep:
+        return np.zeros(0), np.zeros(0), np.zeros(0)
+    t = np.array([e[0] for e in ep])
+    steps = np.array([e[1] for e in ep])
+    ret = np.array([e[3] for e in ep])
+    w = min(window, len(ret))
+    mean = np.convolve(ret, np.ones(w) / w, mode="valid")
+    return t[w - 1 :], steps[w - 1 :], mean
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def write_plots(result: RunResult, out: Path) -> list[Path]:
+    """The four PNGs of one run; returns their paths."""
+    plt = _pyplot()
+    out.mkdir(parents=True, exist_ok=True)
+    cfg = result.config
+    color = MODE_COLORS.get(cfg.mode, "tab:green")
+    title = f"{cfg.env_id}, {cfg.workers} workers, {cfg.mode}, pull {cfg.pull_rate:g}/s"
+    t, steps, mean = rolling_returns(result)
+    raw_t = [e[0] for e in result.episodes]
+    raw_steps = [e[1] for e in result.episodes]
+    raw_ret = [e[3] for e in result.episodes]
+    paths = []
+    for name, x_raw, x, label in (
+        ("return_vs_time.png", raw_t, t, "wall time (s)"),
+        ("return_vs_steps.png", raw_steps, steps, "environment steps (all workers)"),
+    ):
+        fig, ax = plt.subplots(figsize=(7, 4))
+        ax.scatter(x_raw, raw_ret, s=3, alpha=0.25, color=color, label="episode return")
+        ax.plot(x, mean, color=color, lw=2, label=f"mean of last {cfg.target_window}")
+        if cfg.target_reward is not None:
+            ax.axhline(cfg.target_reward, color="gray", ls="--", lw=1, label="target")
+        ax.set_xlabel(label)
+        ax.set_ylabel("episode return")
+        ax.set_title(title)
+        ax.legend(loc="best", fontsize=8)
+        ax.grid(alpha=0.3)
+        fig.tight_layout()
+        fig.savefig(out / name, dpi=110)
+        plt.close(fig)
+        paths.append(out / name)
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+    ax1.plot(result.aom_t_ms / 1000, result.aom_global_ms, color=color, lw=0.8)
+    ax1.set_xlabel("wall time (s)")
+    ax1.set_ylabel("global AoM (ms)")
+    ax1.set_title("Age of Model at the PS")
+    ax1.grid(alpha=0.3)
+    for values, style, label in ((result.aom_global_ms, "-", "global AoM"),
+                                 (result.update_age_ms, "--", "update age")):
+        if len(values):
+            v = np.sort(values)
+            ax2.plot(v, np.arange(1, len(v) + 1) / len(v), style, color=color, label=label)
+    ax2.set_xscale("symlog", linthresh=1.0)
+    ax2.set_xlabel("ms")
+    ax2.set_ylabel("CDF")
+    ax2.set_title("AoM and update-age CDF")
+    ax2.legend(loc="lower right", fontsize=8)
+    ax2.grid(alpha=0.3)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(out / "aom.png", dpi=110)
+    plt.close(fig)
+    paths.append(out / "aom.png")
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    outcomes = result.switch.get("outcomes", {})
+    names = [o.name for o in Outcome]
+    counts = [outcomes.get(n, 0) for n in names]
+    bars = ax.bar([n.lower().replace("_", "\n") for n in names], counts, color=color)
+    ax.bar_label(bars, fontsize=8)
+    ax.set_ylabel("UPDATE blocks")
+    ax.set_title(f"switch outcomes ({title})", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(out / "outcomes.png", dpi=110)
+    plt.close(fig)
+    paths.append(out / "outcomes.png")
+    return paths
+
+
+def write_compare_plot(results: Sequence[RunResult], path: Path) -> Path:
+    """Return vs wall time and vs env steps of every run, coloured by mode, plus AoM CDF."""
+    plt = _pyplot()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    labelled: set[str] = set()
+    for r in results:
+        t, steps, mean = rolling_returns(r)
+        mode = r.config.mode
+        color = MODE_COLORS.get(mode, "tab:green")
+        label = mode if mode not in labelled else None
+        labelled.add(mode)
+        axes[0].plot(t, mean, color=color, lw=1.2, alpha=0.8, label=label)
+        axes[1].plot(steps, mean, color=color, lw=1.2, alpha=0.8, label=label)
+        if len(r.aom_global_ms):
+            v = np.sort(r.aom_global_ms)
+            axes[2].plot(v, np.arange(1, len(v) + 1) / len(v), color=color, lw=1, alpha=0.8,
+                         label=label)
+    cfg = results[0].config
+    for ax in axes[:2]:
+        if cfg.target_reward is not None:
+            ax.axhline(cfg.target_reward, color="gray", ls="--", lw=1)
+        ax.set_ylabel(f"mean return (last {cfg.target_window} episodes)")
+        ax.grid(alpha=0.3)
+        ax.legend(loc="best")
+    axes[0].set_xlabel("wall time (s)")
+    axes[1].set_xlabel("environment steps")
+    axes[2].set_xscale("symlog", linthresh=1.0)
+    axes[2].set_xlabel("global AoM (ms)")
+    axes[2].set_ylabel("CDF")
+    axes[2].grid(alpha=0.3)
+    axes[2].legend(loc="lower right")
+    fig.suptitle(f"{cfg.env_id}, {cfg.workers} workers, pull {cfg.pull_rate:g} blocks/s, "
+                 f"capacity {cfg.capacity}: olaf vs fifo, {len(results) // 2} seed(s)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

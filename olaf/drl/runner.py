@@ -1,0 +1,510 @@
+"""``olaf run`` as a library: software switch + parameter server + N workers, here.
+
+Processes and threads:
+
+* this process: the software switch (``UdpSwitch`` in a thread, the embedded mode),
+  the parameter server (a ``Receiver`` thread PULLing at ``pull_rate`` and applying
+  each DATA block with Adam), and the main loop, which publishes weights every
+  ``broadcast_period``, runs the controller loop every ``controller_interval``,
+  samples metrics and checks the stop condition;
+* ``worker_processes`` worker processes, each hosting several logical workers
+  round-robin (worker ``w`` lives in process ``w % P``): a worker reads the newest
+  weights from the shared-memory ``WeightBoard``, rolls out, computes its clipped
+  gradient and sends it through its own ``Sender`` and UDP socket to the switch.
+  Several logical workers per process is how 32 workers fit on 2 cores: what the
+  switch sees is 32 worker ids, 32 sockets and 32 independent send policies.
+
+Every gradient crosses the switch as UPDATE datagrams on loopback; weights come back
+through shared memory (the embedded "separate channel" instead of MODEL messages).
+Everything started here is stopped here, by handle: processes are joined, then
+terminated by PID if they do not exit; sockets are closed; the shared memory is
+unlinked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import multiprocessing as mp
+import os
+import queue as queue_mod
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from olaf.drl.config import RunConfig
+
+PROGRESS_PERIOD = 0.25
+"""Seconds between a worker process's progress messages."""
+SAMPLE_PERIOD = 0.5
+"""Seconds between rows of the metrics timeline."""
+JOIN_TIMEOUT = 10.0
+"""Seconds a worker process gets to exit by itself before it is terminated."""
+WORKER_NICENESS = 5
+"""Worker processes yield the CPU to the switch and the PS: on a loaded 2-core machine the
+pull rate, not the scheduler, must be the bottleneck the queue absorbs."""
+
+
+@dataclass
+class Snapshot:
+    """What the live display shows, sampled every ``SAMPLE_PERIOD``."""
+
+    elapsed: float
+    env_steps: int
+    episodes: int
+    mean_return: float
+    aom_ms: float
+    occupied: int
+    capacity: int
+    outcomes: dict[str, int]
+    model_version: int
+    blocks_applied: int
+    threshold: float | None
+    updates_sent: int
+    updates_skipped: int
+
+
+@dataclass
+class RunResult:
+    """Everything a run measured; ``summary()`` is what the table and JSON show."""
+
+    config: RunConfig
+    wall_time: float = 0.0
+    time_to_target: float | None = None
+    steps_to_target: int | None = None
+    episodes: list[tuple[float, int, int, float, int]] = field(default_factory=list)
+    """(time s, env steps when reported, worker, return, length) per finished episode."""
+    timeline: list[Snapshot] = field(default_factory=list)
+    data: list[tuple[float, int, int, int, float]] = field(default_factory=list)
+    """(time s, block_id, agg_count, staleness in versions, reward) per DATA block."""
+    aom: dict[str, Any] = field(default_factory=dict)
+    aom_t_ms: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    aom_global_ms: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    update_age_ms: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    switch: dict[str, Any] = field(default_factory=dict)
+    receiver: dict[str, Any] = field(default_factory=dict)
+    senders: list[dict[str, Any]] = field(default_factory=list)
+    env_steps: int = 0
+    model_version: int = 0
+    blocks_applied: int = 0
+    num_parameters: int = 0
+    num_blocks: int = 0
+    initial_return: float = math.nan
+    final_return: float = math.nan
+    stopped_by: str = "duration"
+    switch_address: tuple[str, int] = ("", 0)
+    weight_board: str = ""
+    """Name of the shared-memory segment (removed at the end of the run)."""
+    worker_pids: list[int] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        cfg = self.config
+        block_bytes = 36 + 4 * cfg.values
+        data_blocks = int(self.receiver.get("data_blocks", 0))
+        sent = sum(s.get("sent_updates", 0) for s in self.senders)
+        skipped = sum(s.get("skipped_updates", 0) for s in self.senders)
+        agg = [d[2] for d in self.data]
+        stale = [d[3] for d in self.data]
+        return {
+            "env": cfg.env_id,
+            "mode": cfg.mode,
+            "workers": cfg.workers,
+            "worker_processes": cfg.worker_processes,
+            "pull_rate": cfg.pull_rate,
+            "capacity": cfg.capacity,
+            "seed": cfg.seed,
+            "target_reward": cfg.target_reward,
+            "wall_time_s": self.wall_time,
+            "stopped_by": self.stopped_by,
+            "time_to_target_s": self.time_to_target,
+            "steps_to_target": self.steps_to_target,
+            "env_steps": self.env_steps,
+            "episodes": len(self.episodes),
+            "initial_return": self.initial_return,
+            "final_return": self.final_return,
+            "best_return": max((r for r in _rolling(self.episodes, cfg.target_window)),
+                               default=math.nan),
+            "aom_mean_ms": self.aom.get("mean", math.nan),
+            "aom_p99_ms": self.aom.get("p99", math.nan),
+            "update_age_mean_ms": self.aom.get("update_age", {}).get("mean", math.nan),
+            "update_age_p99_ms": self.aom.get("update_age", {}).get("p99", math.nan),
+            "data_blocks": data_blocks,
+            "bytes_to_ps": data_blocks * block_bytes,
+            "aggregated_updates": int(self.receiver.get("aggregated_updates", 0)),
+            "mean_agg_count": float(np.mean(agg)) if agg else math.nan,
+            "mean_staleness_versions": float(np.mean(stale)) if stale else math.nan,
+            "updates_sent": sent,
+            "updates_skipped": skipped,
+            "model_version": self.model_version,
+            "blocks_applied": self.blocks_applied,
+            "num_parameters": self.num_parameters,
+            "blocks_per_gradient": self.num_blocks,
+            "outcomes": self.switch.get("outcomes", {}),
+        }
+
+
+def _rolling(episodes: list[tuple[float, int, int, float, int]], window: int) -> list[float]:
+    returns = np.array([e[3] for e in episodes], np.float64)
+    if len(returns) < window:
+        return [float(returns.mean())] if len(returns) else []
+    kernel = np.ones(window) / window
+    return np.convolve(returns, kernel, mode="valid").tolist()
+
+
+# -- worker processes ----------------------------------------------------------------
+def _worker_main(
+    cfg: RunConfig,
+    worker_ids: list[int],
+    switch_address: tuple[str, int],
+    board_name: str,
+    num_params: int,
+    events: Any,
+    go: Any,
+    stop: Any,
+) -> None:
+    """Entry point of one worker process: several logical workers, round-robin.
+
+    Reports ``("ready", pid)`` once its workers are built, waits for ``go``, then sends
+    ``("progress", pid, steps, episodes, sent, skipped)`` every ``PROGRESS_PERIOD`` and
+    ``("final", pid, sender stats)`` after ``stop``.
+    """
+    import torch
+
+    from olaf.drl.weights import WeightBoard
+    from olaf.drl.worker import RolloutWorker
+    from worker_transport.policy import AlwaysSend, OlafPolicy
+    from worker_transport.sender import Sender
+    from worker_transport.transport import UdpTransport
+
+    torch.set_num_threads(1)
+    with contextlib.suppress(OSError):
+        os.nice(WORKER_NICENESS)
+    board = WeightBoard(num_params, name=board_name)
+    pool: list[tuple[RolloutWorker, Sender]] = []
+    try:
+        for w in worker_ids:
+            policy = OlafPolicy(cfg.capacity) if cfg.mode == "olaf" else AlwaysSend()
+            sender = Sender(UdpTransport(switch_address), cluster_id=0, worker_id=w,
+                            values=cfg.values, frac_bits=cfg.frac_bits, policy=policy,
+                            seed=cfg.seed * 1000 + w, ack_thread=False)
+            pool.append((RolloutWorker(cfg.env_id, w, cfg.learner, cfg.seed * 1000 + w), sender))
+        pid = os.getpid()
+        events.put(("ready", pid))
+        while not go.wait(0.1):
+            if stop.is_set():
+                return
+        episodes: list[tuple[float, int, float, int]] = []
+        steps = 0
+        last_report = time.monotonic()
+        while not stop.is_set():
+            for worker, sender in pool:
+                fresh = board.read(newer_than=worker.model_version)
+                if fresh is not None:
+                    worker.load_weights(*fresh)
+                grad = worker.rollout()
+                sender.send_gradient(grad.flat, reward=grad.reward,
+                                     model_version=grad.model_version)
+                now = time.time()
+                episodes.extend((now, worker.worker_id, e.ret, e.length) for e in grad.episodes)
+                steps += grad.steps
+            if time.monotonic() - last_report >= PROGRESS_PERIOD:
+                stats = [s.stats() for _, s in pool]
+                sent = sum(st["sent_updates"] for st in stats)
+                skipped = sum(st["skipped_updates"] for st in stats)
+                events.put(("progress", pid, steps, episodes, sent, skipped))
+                episodes, steps, last_report = [], 0, time.monotonic()
+        for _, sender in pool:
+            sender.poll(0.05)
+        stats = [s.stats() for _, s in pool]
+        events.put(("progress", pid, steps, episodes, sum(st["sent_updates"] for st in stats),
+                    sum(st["skipped_updates"] for st in stats)))
+        events.put(("final", pid, stats))
+    finally:
+        for worker, sender in pool:
+            worker.close()
+            sender.close()
+        board.close()
+
+
+# -- the run -------------------------------------------------------------------------
+def run_experiment(
+    cfg: RunConfig,
+    progress: Callable[[Snapshot], None] | None = None,
+) -> RunResult:
+    """Run one experiment to its duration or target; see the module doc."""
+    import torch
+
+    from dataplane.queue import OlafQueue, QueueConfig
+    from dataplane.switch import UdpSwitch
+    from olaf.drl.controller import RewardThresholdController
+    from olaf.drl.model import build_model
+    from olaf.drl.server import ParameterServer
+    from olaf.drl.weights import WeightBoard
+    from worker_transport.protocol import Mode
+    from worker_transport.receiver import DataBatch, Receiver
+    from worker_transport.transport import UdpTransport
+
+    torch.set_num_threads(1)
+    model = build_model(cfg.env_id, cfg.learner.hidden, cfg.seed)
+    ps = ParameterServer(model.flat_parameters(), cfg.learner, cfg.values)
+    result = RunResult(cfg, num_parameters=len(ps.params), num_blocks=ps.num_blocks)
+    qcfg = QueueConfig(capacity=cfg.capacity, values=cfg.values, max_clusters=1,
+                       max_blocks=ps.num_blocks, frac_bits=cfg.frac_bits,
+                       mode=Mode.OLAF if cfg.mode == "olaf" else Mode.FIFO)
+    ctx = mp.get_context("spawn")
+    events = ctx.Queue()
+    go = ctx.Event()
+    stop = ctx.Event()
+    procs: list[Any] = []
+    board = WeightBoard(len(ps.params))
+    switch = UdpSwitch(OlafQueue(qcfg), "127.0.0.1", 0)
+    result.switch_address, result.weight_board = switch.address, board.name
+    switch_thread, switch_stop = switch.start()
+    receiver: Receiver | None = None
+    receiver_error: BaseException | None = None
+
+    def set_threshold(raw: int) -> None:
+        with switch.lock:
+            switch.queue.threshold = raw
+
+    controller = RewardThresholdController(
+        set_threshold, fraction=cfg.threshold_fraction, floor=cfg.threshold_floor,
+        history=cfg.reward_history, frac_bits=cfg.frac_bits)
+    data_log = result.data
+    t0 = time.time()
+
+    def on_batch(batch: DataBatch) -> None:
+        h = batch.headers
+        version = ps.model_version
+        t = batch.received_at / 1e6 - t0
+        for i, block_id in enumerate(h["block_id"].tolist()):
+            ps.apply_block(block_id, batch.values[i])
+        controller.observe(batch.rewards.tolist())
+        data_log.extend(
+            (t, b, a, version - m, r)
+            for b, a, m, r in zip(h["block_id"].tolist(), h["agg_count"].tolist(),
+                                  h["model_version"].tolist(), batch.rewards.tolist(),
+                                  strict=True))
+
+    try:
+        weights, version = ps.snapshot()
+        board.publish(weights, version)
+        nproc = cfg.worker_processes
+        for p in range(nproc):
+            ids = list(range(p, cfg.workers, nproc))
+            proc = ctx.Process(target=_worker_main, name=f"olaf-worker-{p}", daemon=True,
+                               args=(cfg, ids, switch.address, board.name, len(ps.params),
+                                     events, go, stop))
+            proc.start()
+            procs.append(proc)
+            result.worker_pids.append(proc.pid)
+        _wait_ready(events, procs)
+        # The clock starts when every worker is built: process start-up (importing torch)
+        # is not training time, and AoM must not count it either.
+        receiver = Receiver(UdpTransport(switch.address), values=cfg.values,
+                            frac_bits=cfg.frac_bits, pull_rate=cfg.pull_rate, on_batch=on_batch,
+                            workers=min(cfg.workers, 32))
+        t0 = receiver.aom.start_us / 1e6
+        receiver.start()
+        go.set()
+        _main_loop(cfg, result, ps, board, controller, switch, receiver, events, procs,
+                   progress, t0)
+    finally:
+        stop.set()
+        if receiver is not None:
+            # Stop pulling first: AoM is sampled up to here, not through the shutdown.
+            receiver_error = _stop_receiver(receiver)
+        finals = _drain_until_exit(events, procs, result, t0)
+        for proc in procs:
+            if proc.is_alive():
+                proc.terminate()
+                proc.join(2.0)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+        events.close()
+        events.join_thread()
+        if receiver is not None:
+            receiver.transport.close()
+        switch_stop.set()
+        switch_thread.join()
+        switch.close()
+        board.close()
+    if receiver_error is not None:
+        raise RuntimeError("the parameter server's receiver failed") from receiver_error
+    result.senders = finals
+    result.wall_time = time.time() - t0
+    result.receiver = receiver.stats() if receiver is not None else {}
+    result.switch = switch.pipeline.snapshot()
+    if receiver is not None:
+        result.aom = receiver.aom.summary()
+        series = receiver.aom.series
+        result.aom_t_ms, result.aom_global_ms = series.t_ms, series.global_ms
+        result.update_age_ms = series.ages_ms
+    result.model_version, result.blocks_applied = ps.model_version, ps.blocks_applied
+    rolling = _rolling(result.episodes, cfg.target_window)
+    if rolling:
+        result.initial_return = rolling[0]
+        result.final_return = rolling[-1]
+    return result
+
+
+def _main_loop(
+    cfg: RunConfig,
+    result: RunResult,
+    ps: Any,
+    board: Any,
+    controller: Any,
+    switch: Any,
+    receiver: Any,
+    events: Any,
+    procs: list[Any],
+    progress: Callable[[Snapshot], None] | None,
+    t0: float,
+) -> None:
+    recent: deque[float] = deque(maxlen=cfg.target_window)
+    counters = {"steps": 0, "sent": {}, "skipped": {}}
+    next_publish = next_control = next_sample = time.time()
+    while True:
+        now = time.time()
+        elapsed = now - t0
+        try:
+            while True:
+                _handle_event(events.get_nowait(), result, recent, counters, t0)
+        except queue_mod.Empty:
+            pass
+        if now >= next_publish:
+            board.publish(*ps.snapshot())
+            next_publish = now + cfg.broadcast_period
+        if now >= next_control:
+            controller.step()
+            next_control = now + cfg.controller_interval
+        reached = (cfg.target_reward is not None and len(recent) == cfg.target_window
+                   and float(np.mean(recent)) >= cfg.target_reward)
+        if reached and result.time_to_target is None:
+            result.time_to_target = elapsed
+            result.steps_to_target = counters["steps"]
+        if now >= next_sample or elapsed >= cfg.duration:
+            receiver.aom.advance()
+            series_tail = receiver.aom.series.global_ms
+            snap = Snapshot(
+                elapsed=elapsed,
+                env_steps=counters["steps"],
+                episodes=len(result.episodes),
+                mean_return=float(np.mean(recent)) if recent else math.nan,
+                aom_ms=float(series_tail[-1]) if len(series_tail) else math.nan,
+                occupied=switch.queue.occupied,
+                capacity=cfg.capacity,
+                outcomes=dict(switch.pipeline.snapshot()["outcomes"]),
+                model_version=ps.model_version,
+                blocks_applied=ps.blocks_applied,
+                threshold=controller.threshold,
+                updates_sent=sum(counters["sent"].values()),
+                updates_skipped=sum(counters["skipped"].values()),
+            )
+            result.timeline.append(snap)
+            if progress is not None:
+                progress(snap)
+            next_sample = now + SAMPLE_PERIOD
+        if reached and cfg.stop_at_target:
+            result.stopped_by = "target"
+            return
+        if elapsed >= cfg.duration:
+            result.stopped_by = "duration"
+            return
+        dead = [p for p in procs if not p.is_alive()]
+        if dead:
+            raise RuntimeError(f"worker process {dead[0].name} exited with {dead[0].exitcode}")
+        time.sleep(min(cfg.broadcast_period, 0.02))
+        result.env_steps = counters["steps"]
+
+
+def _handle_event(
+    event: tuple, result: RunResult, recent: deque[float], counters: dict, t0: float
+) -> list[dict[str, Any]] | None:
+    kind = event[0]
+    if kind == "progress":
+        _, pid, steps, episodes, sent, skipped = event
+        counters["steps"] += steps
+        result.env_steps = counters["steps"]
+        for t, worker, ret, length in episodes:
+            result.episodes.append((t - t0, counters["steps"], worker, ret, length))
+            recent.append(ret)
+        counters["sent"][pid], counters["skipped"][pid] = sent, skipped
+        return None
+    if kind == "final":
+        return event[2]
+    raise ValueError(f"unknown worker event {kind!r}")
+
+
+def _drain_until_exit(
+    events: Any, procs: list[Any], result: RunResult, t0: float
+) -> list[dict[str, Any]]:
+    """Read worker events until every process has exited (or JOIN_TIMEOUT passes).
+
+    A process cannot exit while its queue feeder still holds data, so draining comes
+    before joining.
+    """
+    finals: list[dict[str, Any]] = []
+    recent: deque[float] = deque(maxlen=1)
+    counters = {"steps": result.env_steps, "sent": {}, "skipped": {}}
+    deadline = time.monotonic() + JOIN_TIMEOUT
+    while time.monotonic() < deadline:
+        try:
+            got = _handle_event(events.get(timeout=0.1), result, recent, counters, t0)
+            if got is not None:
+                finals.extend(got)
+        except queue_mod.Empty:
+            if not any(p.is_alive() for p in procs):
+                break
+    for proc in procs:
+        proc.join(max(0.0, deadline - time.monotonic()))
+    return finals
+
+
+def _stop_receiver(receiver: Any) -> BaseException | None:
+    """Stop the receiver thread; the error it died of, if any, is returned, not raised."""
+    try:
+        receiver.stop()
+    except Exception as exc:  # reported after everything else is cleaned up
+        return exc
+    return None
+
+
+def _wait_ready(events: Any, procs: list[Any], timeout: float = 120.0) -> None:
+    """Wait for every worker process's ("ready", pid); fail if one dies first."""
+    ready: set[int] = set()
+    deadline = time.monotonic() + timeout
+    while len(ready) < len(procs):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"only {len(ready)} of {len(procs)} worker processes started")
+        try:
+            event = events.get(timeout=0.2)
+        except queue_mod.Empty:
+            dead = [p for p in procs if not p.is_alive()]
+            if dead:
+                raise RuntimeError(
+                    f"worker process {dead[0].name} exited with {dead[0].exitcode} at start"
+                ) from None
+            continue
+        if event[0] == "ready":
+            ready.add(event[1])
+
+
+def result_json(result: RunResult) -> dict[str, Any]:
+    """The summary plus the configuration, JSON-ready."""
+    out = result.summary()
+    out["config"] = asdict(result.config)
+    out["aom"] = result.aom
+    out["senders"] = result.senders
+    out["receiver"] = result.receiver
+    out["switch"] = result.switch
+    out["switch_address"] = list(result.switch_address)
+    out["weight_board"] = result.weight_board
+    out["worker_pids"] = result.worker_pids
+    return out
+

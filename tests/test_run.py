@@ -1,0 +1,92 @@
+"""``olaf run`` end to end: a short CartPole run learns, writes its files, leaks nothing."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+RANDOM_POLICY_RETURN = 22.0
+"""Mean CartPole-v1 return of a uniformly random policy (about 22)."""
+TARGET = 60.0
+
+
+def _session_members(sid: int) -> list[int]:
+    """PIDs of live processes in session ``sid`` (zombies count: they were not reaped)."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            continue
+        if int(fields[3]) == sid:  # stat field 6 (session), after state, ppid, pgrp
+            members.append(int(entry.name))
+    return members
+
+
+@pytest.mark.timeout(120)
+def test_short_run_learns_writes_metrics_and_plots_and_leaks_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "olaf.cli", "run", "--env", "CartPole-v1", "--workers", "4",
+           "--duration", "40", "--target-reward", str(TARGET), "--seed", "1", "--out", str(out)]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+    try:
+        output, _ = proc.communicate(timeout=100)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, 9)
+            proc.wait()
+    assert proc.returncode == 0, output
+    # Nothing the run started outlives it: its session is empty.
+    assert _session_members(proc.pid) == [], output
+
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["stopped_by"] == "target", output
+    assert summary["final_return"] >= TARGET > 2 * RANDOM_POLICY_RETURN
+    assert summary["initial_return"] < TARGET
+    assert summary["data_blocks"] > 0 and summary["blocks_applied"] == summary["data_blocks"]
+    assert summary["model_version"] > 0
+    assert summary["outcomes"]["MERGED"] > 0  # olaf mode merged some blocks
+    assert summary["aom"]["received"] == summary["data_blocks"]
+    for pid in summary["worker_pids"]:
+        assert not Path(f"/proc/{pid}").exists()
+    assert not Path("/dev/shm", summary["weight_board"].lstrip("/")).exists()
+    # The switch's port is free again.
+    host, port = summary["switch_address"]
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind((host, port))
+
+    for name in ("timeline.csv", "episodes.csv", "data.csv", "aom.csv"):
+        with (out / name).open() as f:
+            rows = list(csv.reader(f))
+        assert len(rows) > 2, name
+    for name in ("return_vs_time.png", "return_vs_steps.png", "aom.png", "outcomes.png"):
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+    assert "final mean return" in output
+
+
+def test_bad_environment_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "olaf.cli", "run", "--env", "Pendulum-v1", "--out",
+         str(tmp_path / "x")], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0
+    assert "Discrete action space" in result.stderr
+    assert not (tmp_path / "x").exists()
+
+
+def test_bad_flag_value_is_a_one_line_error(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "olaf.cli", "run", "--workers", "0"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0
+    assert "workers must be >= 1" in result.stderr
