@@ -10,6 +10,7 @@ unconditionally.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -86,6 +87,36 @@ def test_vector_files_frame_every_step() -> None:
             if p4_replay.is_valid_model(payload):
                 assert out is None, f"{path.name} step {i}: a MODEL is forwarded, not answered"
         assert len(p4_replay.expected_frames(vector)) == sum(o is not None for _, o in vector.steps)
+
+
+# -- the P4 source, interpreted (p4/tools/p4sim.py), always ----------------------------------
+
+
+@pytest.mark.parametrize("path", VECTOR_FILES or [None], ids=lambda p: p.stem if p else "none")
+def test_vectors_on_p4_source(path: Path | None) -> None:
+    """p4/olaf.p4's own logic, run by the interpreter, reproduces every vector."""
+    if path is None:
+        pytest.skip("no files in tests/vectors/ yet")
+    got, expected = p4_replay.replay_on_p4sim(p4_replay.load_vector(path))
+    for i, (g, e) in enumerate(zip(got, expected, strict=False)):
+        assert g.hex() == e.hex(), f"{path.name}: reply {i} differs"
+    assert len(got) == len(expected)
+
+
+def test_interpreter_catches_a_wrong_rule(tmp_path: Path) -> None:
+    """A program that merges at |diff| == threshold fails the threshold-tie vector."""
+    tie = p4_replay.VECTORS_DIR / "07_threshold_tie.json"
+    if not tie.exists():
+        pytest.skip("07_threshold_tie.json not generated yet")
+    mutant = tmp_path / "p4"
+    shutil.copytree(p4_replay.REPO / "p4", mutant)
+    queue = mutant / "include" / "queue.p4"
+    text = queue.read_text()
+    assert text.count("diff < (bit<32>)meta.cfg_threshold") == 1
+    rule = "diff < (bit<32>)meta.cfg_threshold"
+    queue.write_text(text.replace(rule, rule.replace("<", "<=", 1)))
+    got, expected = p4_replay.replay_on_p4sim(p4_replay.load_vector(tie), mutant / "olaf.p4")
+    assert got != expected
 
 
 # -- bmv2, when the tools are installed ----------------------------------------------------

@@ -1,0 +1,957 @@
+"""A source-level interpreter for the subset of P4_16/v1model that p4/olaf.p4 uses.
+
+No P4 compiler or bmv2 can be installed on the development machines, so this runs the
+program's own text: preprocessing (#include, #define, -D), parser states with header
+stacks, controls with actions, tables (default actions only: the replay installs no
+entries), registers, counters, sub-control calls with copy-in/copy-out, for loops,
+casts, wrap-around and saturating arithmetic on bit<W>/int<W>, the IPv4 checksum,
+truncate and the deparser. It follows bmv2's simple_switch pipeline: parse (a parser
+error stops parsing and sets parser_error, the packet still goes to ingress),
+ingress, drop on egress_spec 511, egress, checksum, deparse.
+
+It is a development aid, not a reference: bmv2 is. It checks that the program's logic
+reproduces the shared vectors; it does not check what only p4c checks (types beyond
+the widths used here, unsupported constructs, warnings). Anything outside the subset
+raises ``P4SimError`` rather than guessing.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+DROP_PORT = 511
+
+
+class P4SimError(Exception):
+    """The program uses something this interpreter does not implement."""
+
+
+class ParserError(Exception):
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
+
+
+# -- preprocessing and lexing ---------------------------------------------------------------
+
+TOKEN = re.compile(
+    r"\s*(?:(?P<num>\d+[ws](?:0x[0-9a-fA-F]+|\d+)|0x[0-9a-fA-F]+|\d+)"
+    r"|(?P<id>[A-Za-z_]\w*)"
+    r"|(?P<op>\|\+\||\|-\||<<|>>|<=|>=|==|!=|&&|\|\||&&&|[-+*/!~&|^<>=(){}\[\];,.:?@]))"
+)
+BUILTIN_INCLUDES = {"core.p4", "v1model.p4"}
+
+
+def preprocess(path: Path, defines: dict[str, str], seen: set[Path] | None = None) -> str:
+    """#include (quoted: relative to the including file), #define, #ifndef/#ifdef/#endif."""
+    seen = set() if seen is None else seen
+    text = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), path.read_text(), flags=re.S)
+    out: list[str] = []
+    active: list[bool] = []
+    for line in text.splitlines():
+        line = re.sub(r"//.*", "", line)
+        stripped = line.strip()
+        enabled = all(active)
+        if stripped.startswith("#"):
+            parts = stripped[1:].split(None, 2)
+            directive = parts[0] if parts else ""
+            if directive in ("ifndef", "ifdef"):
+                active.append((parts[1] in defines) == (directive == "ifdef"))
+            elif directive == "endif":
+                active.pop()
+            elif directive == "else":
+                active[-1] = not active[-1]
+            elif not enabled:
+                continue
+            elif directive == "define":
+                defines.setdefault(parts[1], parts[2] if len(parts) > 2 else "")
+            elif directive == "include":
+                target = parts[1]
+                if target.startswith("<"):
+                    if target.strip("<>") not in BUILTIN_INCLUDES:
+                        raise P4SimError(f"unknown system include {target}")
+                    continue
+                inc = (path.parent / target.strip('"')).resolve()
+                if inc not in seen:
+                    seen.add(inc)
+                    out.append(preprocess(inc, defines, seen))
+            else:
+                raise P4SimError(f"unsupported directive {stripped}")
+            continue
+        if enabled:
+            out.append(line)
+    return "\n".join(out)
+
+
+def tokenize(text: str, defines: dict[str, str]) -> list[str]:
+    tokens: list[str] = []
+    pos = 0
+    text = text.rstrip()
+    while pos < len(text):
+        m = TOKEN.match(text, pos)
+        if m is None:
+            raise P4SimError(f"cannot lex at {text[pos:pos + 30]!r}")
+        pos = m.end()
+        tok = m.group(m.lastgroup)
+        if m.lastgroup == "id" and tok in defines:
+            tokens.extend(tokenize(defines[tok], defines))
+        else:
+            tokens.append(tok)
+    return tokens
+
+
+# -- values ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class T:
+    """bit<W> (signed False), int<W> (signed True); width None: an untyped integer literal."""
+
+    width: int | None
+    signed: bool = False
+
+    def norm(self, v: int) -> int:
+        if self.width is None:
+            return v
+        v &= (1 << self.width) - 1
+        if self.signed and v >> (self.width - 1):
+            v -= 1 << self.width
+        return v
+
+
+BOOL = "bool"
+
+
+@dataclass
+class Val:
+    v: int
+    t: T
+
+
+def num(tok: str) -> Val:
+    m = re.fullmatch(r"(\d+)([ws])(.+)", tok)
+    if m:
+        t = T(int(m.group(1)), m.group(2) == "s")
+        return Val(t.norm(int(m.group(3), 0)), t)
+    return Val(int(tok, 0), T(None))
+
+
+@dataclass
+class Header:
+    fields: dict[str, T]
+    values: dict[str, int] = field(default_factory=dict)
+    valid: bool = False
+
+    def set_valid(self) -> None:
+        self.valid = True
+
+    def set_invalid(self) -> None:
+        self.valid = False
+        self.values = {}
+
+    def get(self, name: str) -> Val:
+        return Val(self.values.get(name, 0), self.fields[name])
+
+    def bits(self) -> tuple[int, int]:
+        acc, width = 0, 0
+        for name, t in self.fields.items():
+            assert t.width is not None
+            acc = (acc << t.width) | (self.values.get(name, 0) & ((1 << t.width) - 1))
+            width += t.width
+        return acc, width
+
+
+@dataclass
+class Stack:
+    elements: list[Header]
+    next_index: int = 0
+
+
+class Struct(dict):
+    """A struct instance: field name -> Val, Header, Stack or Struct."""
+
+
+@dataclass
+class Var:
+    """A storage cell for a local or a copy-in/copy-out parameter."""
+
+    val: Any
+
+
+# -- parsing the program ----------------------------------------------------------------------
+
+
+class Cursor:
+    def __init__(self, tokens: list[str]) -> None:
+        self.toks = tokens
+        self.i = 0
+
+    def peek(self, k: int = 0) -> str:
+        return self.toks[self.i + k] if self.i + k < len(self.toks) else ""
+
+    def take(self, expect: str | None = None) -> str:
+        tok = self.peek()
+        if expect == ">" and tok == ">>":  # bit<16>> closes two type brackets
+            self.toks[self.i] = ">"
+            return ">"
+        if expect is not None and tok != expect:
+            context = " ".join(self.toks[max(0, self.i - 8) : self.i + 8])
+            raise P4SimError(f"expected {expect!r}, got {tok!r} near: {context}")
+        self.i += 1
+        return tok
+
+    def accept(self, tok: str) -> bool:
+        if self.peek() == tok:
+            self.i += 1
+            return True
+        return False
+
+
+BINARY = [
+    ["||"], ["&&"], ["==", "!="], ["<", ">", "<=", ">="], ["|"], ["^"], ["&"], ["<<", ">>"],
+    ["+", "-", "|+|", "|-|"], ["*"],
+]
+
+
+def parse_type(c: Cursor) -> Any:
+    name = c.take()
+    if name in ("bit", "int"):
+        c.take("<")
+        width = int(c.take(), 0)
+        c.take(">")
+        t: Any = T(width, name == "int")
+    elif name == "bool":
+        t = BOOL
+    else:
+        t = ("named", name)
+    if c.peek() == "[":
+        c.take("[")
+        size = int(c.take(), 0)
+        c.take("]")
+        t = ("stack", t, size)
+    return t
+
+
+def is_type_start(c: Cursor, types: set[str]) -> bool:
+    tok = c.peek()
+    if tok in ("bit", "int") and c.peek(1) == "<":
+        return True
+    return (tok == "bool" or tok in types) and re.fullmatch(r"[A-Za-z_]\w*", c.peek(1)) is not None
+
+
+def parse_expr(c: Cursor, level: int = 0) -> Any:
+    if level == len(BINARY):
+        return parse_unary(c)
+    left = parse_expr(c, level + 1)
+    while c.peek() in BINARY[level]:
+        op = c.take()
+        left = ("bin", op, left, parse_expr(c, level + 1))
+    return left
+
+
+def parse_unary(c: Cursor) -> Any:
+    tok = c.peek()
+    if tok in ("!", "~", "-"):
+        c.take()
+        return ("un", tok, parse_unary(c))
+    if tok == "(" and c.peek(1) in ("bit", "int") and c.peek(2) == "<":
+        c.take("(")
+        t = parse_type(c)
+        c.take(")")
+        return ("cast", t, parse_unary(c))
+    return parse_postfix(c)
+
+
+def parse_postfix(c: Cursor) -> Any:
+    tok = c.take()
+    if tok == "(":
+        items = [parse_expr(c)]
+        while c.accept(","):
+            items.append(parse_expr(c))
+        c.take(")")
+        e: Any = items[0] if len(items) == 1 else ("tuple", items)
+    elif tok == "{":
+        items = []
+        while not c.accept("}"):
+            items.append(parse_expr(c))
+            c.accept(",")
+        e = ("list", items)
+    elif re.fullmatch(r"\d.*", tok):
+        e = ("num", num(tok))
+    elif tok in ("true", "false"):
+        e = ("bool", tok == "true")
+    else:
+        e = ("name", tok)
+    while True:
+        if c.accept("."):
+            e = ("member", e, c.take())
+        elif c.accept("["):
+            index = parse_expr(c)
+            c.take("]")
+            e = ("index", e, index)
+        elif c.peek() == "(":
+            c.take("(")
+            args = []
+            while not c.accept(")"):
+                args.append(parse_expr(c))
+                c.accept(",")
+            e = ("call", e, args)
+        else:
+            return e
+
+
+def parse_block(c: Cursor, types: set[str]) -> list[Any]:
+    c.take("{")
+    stmts = []
+    while not c.accept("}"):
+        stmts.append(parse_stmt(c, types))
+    return stmts
+
+
+def parse_stmt(c: Cursor, types: set[str]) -> Any:
+    tok = c.peek()
+    if tok == "{":
+        return ("block", parse_block(c, types))
+    if tok == "if":
+        c.take()
+        c.take("(")
+        cond = parse_expr(c)
+        c.take(")")
+        then = parse_stmt(c, types)
+        other = parse_stmt(c, types) if c.accept("else") else None
+        return ("if", cond, then, other)
+    if tok == "for":
+        c.take()
+        c.take("(")
+        init = parse_stmt(c, types)
+        cond = parse_expr(c)
+        c.take(";")
+        target = parse_expr(c)
+        c.take("=")
+        update = ("assign", target, parse_expr(c))
+        c.take(")")
+        return ("for", init, cond, update, parse_stmt(c, types))
+    if tok == "transition":
+        c.take()
+        if c.accept("select"):
+            c.take("(")
+            keys = [parse_expr(c)]
+            while c.accept(","):
+                keys.append(parse_expr(c))
+            c.take(")")
+            c.take("{")
+            cases = []
+            while not c.accept("}"):
+                keyset = None if c.accept("default") else parse_expr(c)
+                c.take(":")
+                cases.append((keyset, c.take()))
+                c.take(";")
+            return ("select", keys, cases)
+        target = c.take()
+        c.take(";")
+        return ("goto", target)
+    if is_type_start(c, types):
+        t = parse_type(c)
+        name = c.take()
+        init = parse_expr(c) if c.accept("=") else None
+        c.take(";")
+        return ("decl", t, name, init)
+    e = parse_expr(c)
+    if c.accept("="):
+        value = parse_expr(c)
+        c.take(";")
+        return ("assign", e, value)
+    c.take(";")
+    return ("expr", e)
+
+
+@dataclass
+class Param:
+    direction: str
+    type: Any
+    name: str
+
+
+def parse_params(c: Cursor) -> list[Param]:
+    c.take("(")
+    params = []
+    while not c.accept(")"):
+        direction = c.take() if c.peek() in ("in", "out", "inout") else "none"
+        t = parse_type(c)
+        params.append(Param(direction, t, c.take()))
+        c.accept(",")
+    return params
+
+
+@dataclass
+class Control:
+    name: str
+    params: list[Param]
+    actions: dict[str, tuple[list[Param], list[Any]]] = field(default_factory=dict)
+    tables: dict[str, dict[str, Any]] = field(default_factory=dict)
+    instances: dict[str, tuple[str, list[Any]]] = field(default_factory=dict)
+    body: list[Any] = field(default_factory=list)
+
+
+@dataclass
+class ParserDecl:
+    name: str
+    params: list[Param]
+    states: dict[str, list[Any]]
+
+
+@dataclass
+class Program:
+    consts: dict[str, Any]
+    types: dict[str, tuple[str, list[tuple[Any, str]]]]
+    parsers: dict[str, ParserDecl]
+    controls: dict[str, Control]
+    pipeline: list[str]
+
+
+def parse_program(tokens: list[str]) -> Program:
+    c = Cursor(tokens)
+    prog = Program({}, {}, {}, {}, [])
+    type_names: set[str] = set()
+    while c.peek():
+        tok = c.take()
+        if tok == "const":
+            t = parse_type(c)
+            name = c.take()
+            c.take("=")
+            prog.consts[name] = ("cast", t, parse_expr(c))
+            c.take(";")
+        elif tok in ("header", "struct"):
+            name = c.take()
+            type_names.add(name)
+            c.take("{")
+            fields = []
+            while not c.accept("}"):
+                t = parse_type(c)
+                fields.append((t, c.take()))
+                c.take(";")
+            prog.types[name] = (tok, fields)
+        elif tok == "parser":
+            name = c.take()
+            params = parse_params(c)
+            c.take("{")
+            states: dict[str, list[Any]] = {}
+            while not c.accept("}"):
+                c.take("state")
+                state_name = c.take()
+                states[state_name] = parse_block(c, type_names)
+            prog.parsers[name] = ParserDecl(name, params, states)
+        elif tok == "control":
+            ctl = Control(c.take(), parse_params(c))
+            c.take("{")
+            while not c.accept("}"):
+                parse_control_decl(c, ctl, type_names)
+            prog.controls[ctl.name] = ctl
+            type_names.add(ctl.name)
+        elif tok == "V1Switch":
+            c.take("(")
+            while not c.accept(")"):
+                prog.pipeline.append(c.take())
+                c.take("(")
+                c.take(")")
+                c.accept(",")
+            c.take("main")
+            c.take(";")
+        else:
+            raise P4SimError(f"unsupported top-level declaration {tok!r}")
+    return prog
+
+
+def parse_control_decl(c: Cursor, ctl: Control, types: set[str]) -> None:
+    tok = c.take()
+    if tok == "action":
+        name = c.take()
+        ctl.actions[name] = (parse_params(c), parse_block(c, types))
+    elif tok == "table":
+        name = c.take()
+        c.take("{")
+        props: dict[str, Any] = {}
+        while not c.accept("}"):
+            prop = c.take()
+            c.take("=")
+            if prop == "key":
+                c.take("{")
+                keys = []
+                while not c.accept("}"):
+                    e = parse_expr(c)
+                    c.take(":")
+                    keys.append((e, c.take()))
+                    c.take(";")
+                props["key"] = keys
+            elif prop == "actions":
+                c.take("{")
+                acts = []
+                while not c.accept("}"):
+                    acts.append(c.take())
+                    c.take(";")
+                props["actions"] = acts
+            else:
+                props[prop] = parse_expr(c)
+                c.take(";")
+        ctl.tables[name] = props
+    elif tok == "apply":
+        ctl.body = parse_block(c, types)
+    elif tok in ("register", "counter"):
+        t = None
+        if tok == "register":
+            c.take("<")
+            t = parse_type(c)
+            c.take(">")
+        c.take("(")
+        args = []
+        while not c.accept(")"):
+            args.append(parse_expr(c))
+            c.accept(",")
+        ctl.instances[c.take()] = (tok, [t, *args])
+        c.take(";")
+    else:
+        c.take("(")
+        c.take(")")
+        ctl.instances[c.take()] = ("control", [tok])
+        c.take(";")
+
+
+# -- execution --------------------------------------------------------------------------------
+
+
+class Goto(Exception):
+    def __init__(self, state: str) -> None:
+        self.state = state
+
+
+@dataclass
+class Packet:
+    data: bytes
+    pos: int = 0
+    truncate_to: int | None = None
+
+
+class Switch:
+    """The program loaded, with its register and counter state, one packet at a time."""
+
+    def __init__(self, main: Path, defines: dict[str, str] | None = None, seed: int = 0) -> None:
+        macro = dict(defines or {})
+        self.program = parse_program(tokenize(preprocess(main, macro), macro))
+        self.consts: dict[str, Val] = {}
+        for name, expr in self.program.consts.items():
+            self.consts[name] = self.eval(expr, {})
+        self.registers: dict[str, list[int]] = {}
+        self.register_types: dict[str, T] = {}
+        self.counters: dict[str, list[int]] = {}
+        self.rng = random.Random(seed)
+        for ctl in self.program.controls.values():
+            for inst, (kind, args) in ctl.instances.items():
+                key = f"{ctl.name}.{inst}"
+                if kind == "register":
+                    size = self.eval(args[1], {}).v
+                    self.registers[key] = [0] * size
+                    self.register_types[key] = args[0]
+                elif kind == "counter":
+                    self.counters[key] = [0] * self.eval(args[1], {}).v
+
+    # -- instances of types
+    def new(self, t: Any) -> Any:
+        if isinstance(t, T):
+            return Val(0, t)
+        if t == BOOL:
+            return Val(0, T(1))
+        if t[0] == "stack":
+            return Stack([self.new(t[1]) for _ in range(t[2])])
+        kind, fields = self.program.types[t[1]]
+        if kind == "header":
+            return Header({name: ft for ft, name in fields})
+        s = Struct()
+        for ft, name in fields:
+            s[name] = self.new(ft)
+        return s
+
+    # -- expressions
+    def lookup(self, name: str, env: dict[str, Any]) -> Any:
+        if name in env:
+            v = env[name]
+            return v.val if isinstance(v, Var) else v
+        if name in self.consts:
+            return self.consts[name]
+        raise P4SimError(f"unknown name {name}")
+
+    def eval(self, e: Any, env: dict[str, Any]) -> Any:
+        kind = e[0]
+        if kind == "num":
+            return e[1]
+        if kind == "bool":
+            return e[1]
+        if kind == "name":
+            return self.lookup(e[1], env)
+        if kind == "member":
+            if e[1] == ("name", "error"):
+                return e[2]
+            base = self.eval(e[1], env)
+            if isinstance(base, Header):
+                return base.get(e[2])
+            if isinstance(base, Struct):
+                return base[e[2]]
+            if isinstance(base, dict) and "hit" in base:
+                return base[e[2]]
+            raise P4SimError(f"member {e[2]} of {base!r}")
+        if kind == "index":
+            stack = self.eval(e[1], env)
+            return stack.elements[self.eval(e[2], env).v]
+        if kind == "cast":
+            v = self.eval(e[2], env)
+            t = e[1]
+            return Val(t.norm(v.v), t)
+        if kind == "un":
+            v = self.eval(e[2], env)
+            if e[1] == "!":
+                return not v
+            if e[1] == "~":
+                return Val(v.t.norm(~v.v), v.t)
+            return Val(v.t.norm(-v.v), v.t)
+        if kind == "bin":
+            return self.binary(e[1], e[2], e[3], env)
+        if kind == "call":
+            return self.call(e, env)
+        if kind in ("tuple", "list"):
+            return [self.eval(x, env) for x in e[1]]
+        raise P4SimError(f"cannot evaluate {e!r}")
+
+    def binary(self, op: str, le: Any, re_: Any, env: dict[str, Any]) -> Any:
+        if op == "&&":
+            return bool(self.eval(le, env)) and bool(self.eval(re_, env))
+        if op == "||":
+            return bool(self.eval(le, env)) or bool(self.eval(re_, env))
+        a, b = self.eval(le, env), self.eval(re_, env)
+        if isinstance(a, str) or isinstance(b, str) or isinstance(a, bool) or isinstance(b, bool):
+            if op == "==":
+                return a == b
+            if op == "!=":
+                return a != b
+            raise P4SimError(f"{op} on {a!r}, {b!r}")
+        if op in ("<<", ">>"):
+            t = a.t
+            return Val(t.norm(a.v << b.v if op == "<<" else a.v >> b.v), t)
+        t = a.t if a.t.width is not None else b.t
+        if a.t.width is not None and b.t.width is not None and a.t != b.t:
+            raise P4SimError(f"{op} between {a.t} and {b.t}: p4c would reject it")
+        x, y = t.norm(a.v), t.norm(b.v)
+        if op in ("==", "!=", "<", ">", "<=", ">="):
+            return {"==": x == y, "!=": x != y, "<": x < y, ">": x > y, "<=": x <= y, ">=": x >= y}[op]
+        if op in ("|+|", "|-|"):
+            assert t.width is not None
+            r = x + y if op == "|+|" else x - y
+            half = 1 << (t.width - 1)
+            lo, hi = (-half, half - 1) if t.signed else (0, (1 << t.width) - 1)
+            return Val(min(max(r, lo), hi), t)
+        r = {"+": x + y, "-": x - y, "*": x * y, "&": x & y, "|": x | y, "^": x ^ y}[op]
+        return Val(t.norm(r), t)
+
+    # -- lvalues
+    def assign(self, target: Any, value: Any, env: dict[str, Any]) -> None:
+        kind = target[0]
+        if kind == "name":
+            cell = env[target[1]]
+            if isinstance(cell, Var):
+                cell.val = self.coerce(value, cell.val)
+            else:
+                raise P4SimError(f"cannot assign to {target[1]}")
+        elif kind == "member":
+            base = self.eval(target[1], env)
+            if isinstance(base, Header):
+                if not base.valid:
+                    return  # bmv2: writes to an invalid header are lost
+                base.values[target[2]] = base.fields[target[2]].norm(self.as_int(value))
+            elif isinstance(base, Struct):
+                base[target[2]] = self.coerce(value, base[target[2]])
+            else:
+                raise P4SimError(f"cannot assign member of {base!r}")
+        else:
+            raise P4SimError(f"cannot assign to {target!r}")
+
+    def as_int(self, value: Any) -> int:
+        if isinstance(value, bool):
+            return int(value)
+        if isinstance(value, Val):
+            return value.v
+        raise P4SimError(f"not a scalar: {value!r}")
+
+    def coerce(self, value: Any, old: Any) -> Any:
+        if isinstance(old, Val):
+            if isinstance(value, bool):
+                return value
+            return Val(old.t.norm(self.as_int(value)), old.t)
+        return value
+
+    # -- calls
+    def call(self, e: Any, env: dict[str, Any]) -> Any:
+        fn, args = e[1], e[2]
+        if fn[0] == "name":
+            return self.call_function(fn[1], args, env)
+        if fn[0] != "member":
+            raise P4SimError(f"call of {fn!r}")
+        method = fn[2]
+        if method == "apply":
+            return self.apply_member(fn[1], args, env)
+        if fn[1][0] == "name" and fn[1][1] in env.get("__instances__", {}):
+            return self.call_extern(env["__instances__"][fn[1][1]], method, args, env)
+        target = self.eval(fn[1], env)
+        if isinstance(target, Header):
+            if method == "isValid":
+                return target.valid
+            if method == "setValid":
+                target.set_valid()
+                return None
+            if method == "setInvalid":
+                target.set_invalid()
+                return None
+        if isinstance(target, Packet) and method == "extract":
+            return self.extract(args[0], target, env)
+        if isinstance(target, dict) and target.get("__packet_out__") and method == "emit":
+            return self.emit(self.eval(args[0], env), target)
+        raise P4SimError(f"unsupported method {method} on {target!r}")
+
+    def call_extern(self, inst: tuple[str, str], method: str, args: list[Any], env: dict[str, Any]) -> None:
+        kind, key = inst
+        if kind == "register":
+            cells = self.registers[key]
+            t = self.register_types[key]
+            if method == "read":
+                index = self.eval(args[1], env).v
+                if index >= len(cells):
+                    raise P4SimError(f"{key}[{index}] out of bounds")
+                self.assign(args[0], Val(t.norm(cells[index]), t), env)
+                return
+            if method == "write":
+                index = self.eval(args[0], env).v
+                if index >= len(cells):
+                    raise P4SimError(f"{key}[{index}] out of bounds")
+                cells[index] = t.norm(self.as_int(self.eval(args[1], env)))
+                return
+        if kind == "counter" and method == "count":
+            index = self.eval(args[0], env).v
+            if index >= len(self.counters[key]):
+                raise P4SimError(f"{key}[{index}] out of bounds")
+            self.counters[key][index] += 1
+            return
+        raise P4SimError(f"unsupported extern call {key}.{method}")
+
+    def call_function(self, name: str, args: list[Any], env: dict[str, Any]) -> None:
+        if name == "mark_to_drop":
+            self.eval(args[0], env)["egress_spec"] = Val(DROP_PORT, T(9))
+        elif name == "truncate":
+            env["__packet__"].truncate_to = self.eval(args[0], env).v
+        elif name == "random":
+            lo, hi = self.eval(args[1], env), self.eval(args[2], env)
+            self.assign(args[0], Val(self.rng.randint(lo.v, hi.v), lo.t), env)
+        elif name == "update_checksum":
+            if self.eval(args[0], env):
+                acc, width = 0, 0
+                for f in args[1][1]:
+                    v = self.eval(f, env)
+                    acc = (acc << v.t.width) | (v.v & ((1 << v.t.width) - 1))
+                    width += v.t.width
+                data = acc.to_bytes(width // 8, "big")
+                total = sum(int.from_bytes(data[i : i + 2], "big") for i in range(0, len(data), 2))
+                while total >> 16:
+                    total = (total & 0xFFFF) + (total >> 16)
+                self.assign(args[2], Val(~total & 0xFFFF, T(16)), env)
+        elif name in env.get("__actions__", {}):
+            self.run_action(name, [self.eval(a, env) for a in args], env)
+        else:
+            raise P4SimError(f"unsupported function {name}")
+
+    def run_action(self, name: str, values: list[Any], env: dict[str, Any]) -> None:
+        params, body = env["__actions__"][name]
+        local = dict(env)
+        for p, v in zip(params, values, strict=True):
+            local[p.name] = Var(Val(p.type.norm(self.as_int(v)), p.type))
+        self.run(body, local)
+
+    def apply_member(self, target: Any, args: list[Any], env: dict[str, Any]) -> Any:
+        name = target[1]
+        tables = env.get("__tables__", {})
+        if name in tables:
+            props = tables[name]
+            # The replay installs no entries: every lookup misses.
+            default = props["default_action"]
+            action, values = default[1][1], [self.eval(a, env) for a in default[2]]
+            if action != "NoAction":
+                self.run_action(action, values, env)
+            return {"hit": False, "miss": True}
+        inst = env["__instances__"].get(name)
+        if inst and inst[0] == "control":
+            return self.run_control(self.program.controls[inst[1]], args, env)
+        raise P4SimError(f"apply of {name}")
+
+    def run_control(self, ctl: Control, args: list[Any], caller: dict[str, Any]) -> None:
+        env: dict[str, Any] = {
+            "__actions__": ctl.actions,
+            "__tables__": ctl.tables,
+            "__instances__": {
+                n: (k, f"{ctl.name}.{n}") if k != "control" else ("control", a[0])
+                for n, (k, a) in ctl.instances.items()
+            },
+            "__packet__": caller["__packet__"],
+        }
+        copy_back = []
+        for p, a in zip(ctl.params, args, strict=True):
+            if isinstance(a, tuple):  # an expression from a sub-control call
+                value = self.eval(a, caller) if p.direction != "out" else self.new(p.type)
+                if isinstance(value, Val):
+                    env[p.name] = Var(self.coerce(value, self.new(p.type)))
+                    if p.direction in ("out", "inout"):
+                        copy_back.append((a, p.name))
+                elif isinstance(value, bool):
+                    env[p.name] = Var(value)
+                    if p.direction in ("out", "inout"):
+                        copy_back.append((a, p.name))
+                else:
+                    env[p.name] = value  # headers and structs: by reference
+            else:
+                env[p.name] = a
+        self.run(ctl.body, env)
+        for target, name in copy_back:
+            self.assign(target, env[name].val, caller)
+
+    # -- statements
+    def run(self, stmts: list[Any], env: dict[str, Any]) -> None:
+        for s in stmts:
+            self.step(s, env)
+
+    def step(self, s: Any, env: dict[str, Any]) -> None:
+        kind = s[0]
+        if kind == "block":
+            self.run(s[1], dict(env))
+        elif kind == "decl":
+            cell = self.new(s[1])
+            if s[3] is not None:
+                cell = self.coerce(self.eval(s[3], env), cell)
+            env[s[2]] = Var(cell)
+        elif kind == "assign":
+            self.assign(s[1], self.eval(s[2], env), env)
+        elif kind == "expr":
+            self.eval(s[1], env)
+        elif kind == "if":
+            cond = self.eval(s[1], env)
+            if not isinstance(cond, bool):
+                raise P4SimError(f"condition is not bool: {s[1]!r}")
+            if cond:
+                self.step(s[2], dict(env))
+            elif s[3] is not None:
+                self.step(s[3], dict(env))
+        elif kind == "for":
+            local = dict(env)
+            self.step(s[1], local)
+            guard = 0
+            while self.eval(s[2], local):
+                self.step(s[4], dict(local))
+                self.step(s[3], local)
+                guard += 1
+                if guard > 100000:
+                    raise P4SimError("runaway loop")
+        elif kind == "select":
+            keys = [self.eval(k, env) for k in s[1]]
+            for keyset, state in s[2]:
+                if keyset is None:
+                    raise Goto(state)
+                want = self.eval(keyset, env)
+                want = want if isinstance(want, list) else [want]
+                if all(k.t.norm(k.v) == k.t.norm(w.v) for k, w in zip(keys, want, strict=True)):
+                    raise Goto(state)
+            raise ParserError("NoMatch")
+        elif kind == "goto":
+            raise Goto(s[1])
+        else:
+            raise P4SimError(f"unsupported statement {kind}")
+
+    # -- parser / deparser
+    def extract(self, target: Any, packet: Packet, env: dict[str, Any]) -> None:
+        if target[0] == "member" and target[2] == "next":
+            stack = self.eval(target[1], env)
+            if stack.next_index >= len(stack.elements):
+                raise ParserError("StackOutOfBounds")
+            header = stack.elements[stack.next_index]
+            self.fill(header, packet)
+            stack.next_index += 1
+        else:
+            self.fill(self.eval(target, env), packet)
+
+    def fill(self, header: Header, packet: Packet) -> None:
+        width = sum(t.width for t in header.fields.values())
+        size = width // 8
+        if packet.pos + size > len(packet.data):
+            raise ParserError("PacketTooShort")
+        acc = int.from_bytes(packet.data[packet.pos : packet.pos + size], "big")
+        packet.pos += size
+        header.set_valid()
+        shift = width
+        for name, t in header.fields.items():
+            shift -= t.width
+            header.values[name] = t.norm(acc >> shift)
+
+    def emit(self, item: Any, out: dict[str, Any]) -> None:
+        headers = item.elements if isinstance(item, Stack) else [item]
+        for h in headers:
+            if h.valid:
+                acc, width = h.bits()
+                out["bytes"] += acc.to_bytes(width // 8, "big")
+
+    def process(self, frame: bytes, ingress_port: int = 0) -> list[tuple[int, bytes]]:
+        """Run one frame through the pipeline; returns [(egress_port, frame)], empty if dropped."""
+        parser_name, _, ingress, egress, checksum, deparser = self.program.pipeline
+        parser = self.program.parsers[parser_name]
+        hdr = self.new(parser.params[1].type)
+        meta = self.new(parser.params[2].type)
+        std = Struct(
+            ingress_port=Val(ingress_port, T(9)),
+            egress_spec=Val(0, T(9)),
+            egress_port=Val(0, T(9)),
+            packet_length=Val(len(frame), T(32)),
+            parser_error="NoError",
+        )
+        packet = Packet(frame)
+        env: dict[str, Any] = {
+            parser.params[0].name: packet,
+            parser.params[1].name: hdr,
+            parser.params[2].name: meta,
+            parser.params[3].name: std,
+            "__packet__": packet,
+        }
+        state = "start"
+        try:
+            while state != "accept":
+                if state == "reject":
+                    raise ParserError("reject")
+                try:
+                    self.run(parser.states[state], dict(env))
+                    raise P4SimError(f"state {state} has no transition")
+                except Goto as g:
+                    state = g.state
+        except ParserError as err:
+            std["parser_error"] = err.name
+        caller = {"__packet__": packet}
+        self.run_control(self.program.controls[ingress], [hdr, meta, std], caller)
+        if std["egress_spec"].v == DROP_PORT:
+            return []
+        port = std["egress_spec"].v
+        std["egress_port"] = Val(port, T(9))
+        std["egress_spec"] = Val(DROP_PORT + 1, T(9))
+        self.run_control(self.program.controls[egress], [hdr, meta, std], caller)
+        if std["egress_spec"].v == DROP_PORT:
+            return []
+        self.run_control(self.program.controls[checksum], [hdr, meta], caller)
+        out: dict[str, Any] = {"__packet_out__": True, "bytes": b""}
+        dep = self.program.controls[deparser]
+        self.run_control(dep, [out, hdr], caller)
+        data = out["bytes"] + frame[packet.pos :]
+        if packet.truncate_to is not None:
+            data = data[: packet.truncate_to]
+        return [(port, data)]
