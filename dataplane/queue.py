@@ -22,7 +22,6 @@ from worker_transport.protocol import (
     DEFAULT_CONGESTION_THRESHOLD,
     DEFAULT_FRAC_BITS,
     FLAG_CONGESTED,
-    HEADER_DTYPE,
     INT32_MAX,
     INT32_MIN,
     VERSION,
@@ -101,7 +100,8 @@ class OlafQueue:
         self.threshold = config.threshold
         self.congestion_threshold = config.congestion_threshold
         cap = config.capacity
-        self.slots: dict[str, list[int]] = {name: [0] * cap for name in SLOT_FIELDS}
+        # One list per slot, fields in SLOT_FIELDS order: a slot is copied or stored in one C call.
+        self._meta: list[list[int]] = [[0] * len(SLOT_FIELDS) for _ in range(cap)]
         self.values = np.zeros((cap, config.values), np.int32)
         self.index = [-1] * (config.max_clusters * config.max_blocks)
         """Slot of the newest queued block per ``cluster * max_blocks + block``, or -1."""
@@ -112,6 +112,11 @@ class OlafQueue:
         self.occupied = 0
         self.counters = Counters()
         self._sum = np.zeros(config.values, np.int64)
+
+    @property
+    def slots(self) -> dict[str, list[int]]:
+        """Slot metadata by field name (a copy), as the P4 registers would show it."""
+        return {name: [m[k] for m in self._meta] for k, name in enumerate(SLOT_FIELDS)}
 
     # -- feedback ------------------------------------------------------------------
     @property
@@ -135,6 +140,9 @@ class OlafQueue:
         Returns ``(responses, source, verdicts)``: the response packets in order,
         the input index each one answers, and the ``Verdict`` of every input.
         MODEL messages get no response: forwarding them is the I/O layer's job.
+
+        The loop only decides and records (outcome, feedback, popped slot); the
+        response headers are assembled afterwards for the whole batch in numpy.
         """
         cfg = self.config
         verdicts = classify(
@@ -144,61 +152,105 @@ class OlafQueue:
             max_clusters=cfg.max_clusters,
             max_blocks=cfg.max_blocks,
         )
-        n = len(batch)
-        out_values = np.zeros((n, cfg.values), np.int32)
-        out_cols: dict[str, list[int]] = {name: [0] * n for name in HEADER_DTYPE.names}
-        in_cols = {name: batch.headers[name].tolist() for name in HEADER_DTYPE.names}
+        h = batch.headers
+        rows = list(zip(*(h[name].tolist() for name in SLOT_FIELDS), strict=True))
         counters = self.counters
+        silent = (Verdict.SHORT, Verdict.BAD_VERSION, Verdict.BAD_TYPE)
         source: list[int] = []
-        for i, verdict in enumerate(verdicts.tolist()):
-            msg_type = in_cols["msg_type"][i]
-            if verdict not in (Verdict.SHORT, Verdict.BAD_VERSION, Verdict.BAD_TYPE):
+        kinds: list[int] = []
+        outcomes: list[int] = []
+        feedback: list[tuple[int, int, int]] = []
+        popped: list[list[int]] = []
+        popped_values: list[np.ndarray] = []
+        for i, (verdict, msg_type) in enumerate(zip(verdicts.tolist(), h["msg_type"].tolist(), strict=True)):
+            if verdict not in silent:
                 counters.msg_types[msg_type] += 1
-            if verdict != Verdict.OK:
+            if verdict:
                 counters.invalid[verdict] += 1
                 counters.outcomes[Outcome.DROPPED_INVALID] += 1
-                if Verdict(verdict).answered:
-                    self._answer_update(out_cols, len(source), in_cols, i, Outcome.DROPPED_INVALID)
+                if verdict >= Verdict.BAD_LENGTH:  # Verdict.answered
                     source.append(i)
+                    kinds.append(MsgType.ACK)
+                    outcomes.append(Outcome.DROPPED_INVALID)
+                    feedback.append(self.feedback())
                 continue
             if msg_type == MsgType.UPDATE:
-                outcome = self._update(in_cols, i, batch.values[i])
+                outcome = self._update(rows[i], batch.values[i])
                 counters.outcomes[outcome] += 1
-                self._answer_update(out_cols, len(source), in_cols, i, outcome)
-                source.append(i)
+                kinds.append(MsgType.ACK)
             elif msg_type == MsgType.PULL:
-                self._pull(out_cols, out_values, len(source))
-                source.append(i)
+                outcome = Outcome.ENQUEUED
+                kinds.append(self._pull(popped, popped_values))
+            else:
+                continue
+            source.append(i)
+            outcomes.append(outcome)
+            feedback.append(self.feedback())
+        return self._responses(batch, source, kinds, outcomes, feedback, popped, popped_values), \
+            np.asarray(source, np.int64), verdicts
+
+    def _responses(
+        self,
+        batch: Batch,
+        source: list[int],
+        kinds: list[int],
+        outcomes: list[int],
+        feedback: list[tuple[int, int, int]],
+        popped: list[list[int]],
+        popped_values: list[np.ndarray],
+    ) -> Batch:
+        """ACK: the UPDATE header as received with type, outcome and feedback.
+        DATA: the popped slot's fields and values. EMPTY: slot fields zero."""
         m = len(source)
-        responses = Batch(np.empty(m, HEADER_DTYPE), out_values[:m].copy())
-        for name, column in out_cols.items():
-            responses.headers[name] = column[:m]
-        return responses, np.asarray(source, np.int64), verdicts
+        index = np.asarray(source, np.int64)
+        out = Batch(batch.headers[index], np.zeros((m, self.config.values), np.int32))
+        h = out.headers
+        if not m:
+            return out
+        kind = np.asarray(kinds, np.uint8)
+        h["msg_type"] = kind
+        h["outcome"] = outcomes
+        h["flags"], h["active_clusters"], h["queue_util"] = np.asarray(feedback, np.int64).T
+        h["num_values"] = 0
+        answers = np.flatnonzero(kind != MsgType.ACK)
+        if len(answers):
+            h["version"][answers] = VERSION
+            h["frac_bits"][answers] = self.config.frac_bits
+            h["reserved"][answers] = 0
+            meta = np.asarray(popped, np.int64).reshape(len(answers), len(SLOT_FIELDS))
+            for k, name in enumerate(SLOT_FIELDS):
+                h[name][answers] = meta[:, k]
+            data = answers[kind[answers] == MsgType.DATA]
+            if len(data):
+                h["num_values"][data] = self.config.values
+                out.values[data] = np.stack(popped_values)
+        return out
 
     # -- the rules -----------------------------------------------------------------
-    def _update(self, u: dict[str, list[int]], i: int, values: np.ndarray) -> Outcome:
+    def _update(self, u: tuple[int, ...], values: np.ndarray) -> Outcome:
+        """One UPDATE, ``u`` its fields in SLOT_FIELDS order."""
         cfg = self.config
-        key = u["cluster_id"][i] * cfg.max_blocks + u["block_id"][i]
+        cluster, worker, block = u[0], u[1], u[2]
+        key = cluster * cfg.max_blocks + block
         s = self.index[key]
-        slots = self.slots
         if self.mode == Mode.OLAF and s >= 0:
-            if slots["agg_count"][s] == 1 and slots["worker_id"][s] == u["worker_id"][i]:
-                self._store(s, u, i, values)
+            slot = self._meta[s]
+            if slot[3] == 1 and slot[1] == worker:
+                self._store(s, u, values)
                 return Outcome.REPLACED
-            reward, slot_reward = u["reward"][i], slots["reward"][s]
+            reward, slot_reward = u[6], slot[6]
             if abs(reward - slot_reward) < self.threshold:
-                self._merge(s, u, i, values)
+                self._merge(slot, s, u, values)
                 return Outcome.MERGED
             if reward > slot_reward:
-                self._store(s, u, i, values)
+                self._store(s, u, values)
                 return Outcome.REPLACED
             return Outcome.DROPPED_REWARD
         if self.occupied == cfg.capacity:
             return Outcome.DROPPED_FULL
         s = self.write_ptr
-        self._store(s, u, i, values)
+        self._store(s, u, values)
         self.index[key] = s
-        cluster = u["cluster_id"][i]
         if self.cluster_count[cluster] == 0:
             self.active_clusters += 1
         self.cluster_count[cluster] += 1
@@ -206,35 +258,33 @@ class OlafQueue:
         self.occupied += 1
         return Outcome.ENQUEUED
 
-    def _store(self, s: int, u: dict[str, list[int]], i: int, values: np.ndarray) -> None:
-        for name in SLOT_FIELDS:
-            self.slots[name][s] = u[name][i]
+    def _store(self, s: int, u: tuple[int, ...], values: np.ndarray) -> None:
+        self._meta[s] = list(u)
         self.values[s] = values
 
-    def _merge(self, s: int, u: dict[str, list[int]], i: int, values: np.ndarray) -> None:
-        slots = self.slots
-        slots["agg_count"][s] = min(slots["agg_count"][s] + 1, 0xFFFF)
-        slots["reward"][s] = max(slots["reward"][s], u["reward"][i])
-        slots["gen_time_us"][s] = min(slots["gen_time_us"][s], u["gen_time_us"][i])
-        slots["model_version"][s] = min(slots["model_version"][s], u["model_version"][i])
-        slots["contributors"][s] |= u["contributors"][i]
+    def _merge(self, slot: list[int], s: int, u: tuple[int, ...], values: np.ndarray) -> None:
+        # SLOT_FIELDS: 3 agg_count, 5 model_version, 6 reward, 7 gen_time_us, 8 contributors.
+        slot[3] = min(slot[3] + 1, 0xFFFF)
+        slot[5] = min(slot[5], u[5])
+        slot[6] = max(slot[6], u[6])
+        slot[7] = min(slot[7], u[7])
+        slot[8] |= u[8]
         np.add(self.values[s], values, out=self._sum, dtype=np.int64)
         np.clip(self._sum, INT32_MIN, INT32_MAX, out=self._sum)
         self.values[s] = self._sum
 
-    def _pull(self, out: dict[str, list[int]], out_values: np.ndarray, j: int) -> None:
-        cfg = self.config
+    def _pull(self, popped: list[list[int]], popped_values: list[np.ndarray]) -> MsgType:
+        """Pop the head into ``popped`` (zeros for EMPTY); returns DATA or EMPTY."""
         if self.occupied == 0:
-            for name in SLOT_FIELDS:
-                out[name][j] = 0
-            self._fill(out, j, MsgType.EMPTY, num_values=0)
-            return
+            popped.append([0] * len(SLOT_FIELDS))
+            return MsgType.EMPTY
+        cfg = self.config
         s = self.read_ptr
-        for name in SLOT_FIELDS:
-            out[name][j] = self.slots[name][s]
-        out_values[j] = self.values[s]
-        cluster = self.slots["cluster_id"][s]
-        key = cluster * cfg.max_blocks + self.slots["block_id"][s]
+        slot = self._meta[s]
+        popped.append(list(slot))
+        popped_values.append(self.values[s].copy())
+        cluster = slot[0]
+        key = cluster * cfg.max_blocks + slot[2]
         if self.index[key] == s:
             self.index[key] = -1
         self.cluster_count[cluster] -= 1
@@ -242,31 +292,4 @@ class OlafQueue:
             self.active_clusters -= 1
         self.read_ptr = (s + 1) % cfg.capacity
         self.occupied -= 1
-        self._fill(out, j, MsgType.DATA, num_values=cfg.values)
-
-    def _fill(self, out: dict[str, list[int]], j: int, msg_type: MsgType, num_values: int) -> None:
-        """Header fields every DATA and EMPTY carries: type, feedback, V, frac_bits."""
-        flags, active, util = self.feedback()
-        out["version"][j] = VERSION
-        out["msg_type"][j] = msg_type
-        out["flags"][j] = flags
-        out["outcome"][j] = Outcome.ENQUEUED
-        out["active_clusters"][j] = active
-        out["queue_util"][j] = util
-        out["num_values"][j] = num_values
-        out["frac_bits"][j] = self.config.frac_bits
-        out["reserved"][j] = 0
-
-    def _answer_update(
-        self, out: dict[str, list[int]], j: int, u: dict[str, list[int]], i: int, outcome: Outcome
-    ) -> None:
-        """The ACK: the UPDATE's header as received, with type, outcome and feedback."""
-        flags, active, util = self.feedback()
-        for name, column in out.items():
-            column[j] = u[name][i]
-        out["msg_type"][j] = MsgType.ACK
-        out["flags"][j] = flags
-        out["outcome"][j] = outcome
-        out["active_clusters"][j] = active
-        out["queue_util"][j] = util
-        out["num_values"][j] = 0
+        return MsgType.DATA

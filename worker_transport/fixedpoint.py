@@ -15,11 +15,14 @@ from worker_transport.protocol import INT32_MAX, INT32_MIN
 
 def to_fixed(x: np.ndarray | float, frac_bits: int) -> np.ndarray:
     """Round to nearest, saturate to int32. Raises ``ValueError`` on NaN."""
-    a = np.asarray(x, dtype=np.float64)
+    a = np.asarray(x)
     if np.isnan(a).any():
         raise ValueError("cannot convert NaN to fixed point")
-    scaled = np.rint(np.ldexp(a, frac_bits))
-    return np.clip(scaled, INT32_MIN, INT32_MAX).astype(np.int32)
+    # float64 holds every int32 exactly, so rounding and clipping happen before the cast.
+    scaled = np.ldexp(a.astype(np.float64).reshape(-1), frac_bits)
+    np.rint(scaled, out=scaled)
+    np.clip(scaled, INT32_MIN, INT32_MAX, out=scaled)
+    return scaled.astype(np.int32).reshape(a.shape)
 
 
 def from_fixed(q: np.ndarray | int, frac_bits: int) -> np.ndarray:
