@@ -1,0 +1,174 @@
+"""``olaf ps``: a standalone parameter server that pulls blocks from an OLAF switch."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from typing import TYPE_CHECKING, Any
+
+from olaf.commands.worker import add_transport_arguments
+
+if TYPE_CHECKING:
+    from worker_transport.receiver import DataBatch
+
+HELP = "pull gradient blocks from the switch, apply (or discard) them, and measure AoM"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_transport_arguments(parser)
+    p = parser.add_argument_group("parameter server")
+    p.add_argument("--values", type=int, default=64, help="V, values per block (default 64)")
+    p.add_argument("--frac-bits", type=int, default=16, help="fixed-point fraction bits (16)")
+    p.add_argument("--pull-rate", type=float, default=0.0,
+                   help="PULLs per second, the bottleneck; 0 pulls as fast as blocks are "
+                   "applied (default 0)")
+    p.add_argument("--window", type=int, default=32,
+                   help="with --pull-rate 0: PULLs in flight (default %(default)s)")
+    p.add_argument("--pull-timeout-ms", type=float, default=50.0,
+                   help="with --pull-rate 0: a PULL unanswered this long is lost (default 50)")
+    p.add_argument("--params", type=int, default=0,
+                   help="model size: apply each block as model[block] -= lr * values; "
+                   "0 discards the blocks (default 0)")
+    p.add_argument("--lr", type=float, default=0.01, help="learning rate of --params (0.01)")
+    a = parser.add_argument_group("age of model")
+    a.add_argument("--sample-ms", type=float, default=10.0,
+                   help="AoM sampling interval in ms (default %(default)s)")
+    a.add_argument("--workers", type=int, default=32,
+                   help="contributor bits tracked for per-worker AoM, 1..32 (default 32)")
+    a.add_argument("--aom-out", default=None, metavar="FILE.npz",
+                   help="write the AoM time series (numpy .npz) here at the end")
+    parser.add_argument("--duration", type=float, default=0.0, help="stop after S seconds (0: no)")
+    parser.add_argument("--stats-interval", type=float, default=1.0, metavar="S",
+                        help="seconds between one-line stats on stdout (0: off; default 1)")
+
+
+class ModelApplier:
+    """``model[block] -= lr * values`` for each DATA, the whole read in one ``np.add.at``."""
+
+    def __init__(self, params: int, values: int, lr: float) -> None:
+        import numpy as np
+
+        self.params = params
+        self.blocks = -(-params // values)
+        self.model = np.zeros((self.blocks, values), np.float32)
+        self.lr = lr
+        self.applied = 0
+        self.out_of_range = 0
+
+    def __call__(self, batch: DataBatch) -> None:
+        import numpy as np
+
+        ids = batch.headers["block_id"].astype(np.int64)
+        ok = ids < self.blocks
+        self.out_of_range += int((~ok).sum())
+        np.add.at(self.model, ids[ok], -self.lr * batch.values[ok])
+        self.applied += int(ok.sum())
+
+
+def json_safe(value: Any) -> Any:
+    """JSON has no NaN: statistics of an empty run become null."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    return value
+
+
+def stats_line(stats: dict, aom: dict, elapsed: float, rate: float) -> str:
+    util = "-" if stats["queue_util"] is None else str(stats["queue_util"])
+    age = aom["update_age"]
+    return (
+        f"ps t={elapsed:.1f}s pulls={stats['pulls_sent']} data={stats['data_blocks']} "
+        f"empty={stats['empty']} expired={stats['expired_pulls']} bad={stats['bad_data']} "
+        f"updates={stats['aggregated_updates']} blocks/s={rate:.0f} util={util} "
+        f"aom_mean={aom['mean']:.2f}ms aom_p99={aom['p99']:.2f}ms "
+        f"age_mean={age['mean']:.2f}ms age_p99={age['p99']:.2f}ms"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+    import signal
+    import threading
+    import time
+
+    import numpy as np
+
+    from worker_transport.receiver import Receiver
+    from worker_transport.transport import transport_from_args
+
+    def fail(message: str) -> int:
+        print(f"olaf ps: error: {message}", file=sys.stderr)
+        return 2
+
+    if args.pull_rate < 0 or args.params < 0 or args.duration < 0 or args.stats_interval < 0:
+        return fail("--pull-rate, --params, --duration and --stats-interval must be >= 0")
+    if not args.sample_ms > 0 or not args.pull_timeout_ms > 0:
+        return fail("--sample-ms and --pull-timeout-ms must be > 0")
+    applier = ModelApplier(args.params, args.values, args.lr) if args.params else None
+    try:
+        transport = transport_from_args(args)
+    except (ValueError, OSError) as e:
+        return fail(str(e))
+    try:
+        receiver = Receiver(
+            transport, values=args.values, frac_bits=args.frac_bits,
+            pull_rate=args.pull_rate or None, on_batch=applier, window=args.window,
+            pull_timeout=args.pull_timeout_ms / 1000, sample_interval_us=int(args.sample_ms * 1000),
+            workers=args.workers,
+        )
+    except ValueError as e:
+        transport.close()
+        return fail(str(e))
+
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    pacing = f"{args.pull_rate:g} PULL/s" if args.pull_rate else f"window {args.window}"
+    print(f"ps: pulling from {transport!r}, {pacing}, "
+          f"{'applying to ' + str(args.params) + ' params' if applier else 'discarding'}",
+          flush=True)
+    start = time.monotonic()
+    last_t, last_blocks = start, 0
+    receiver.start()
+    error = None
+    try:
+        while not stop.is_set() and receiver.running:
+            timeout = args.stats_interval or 0.5
+            if args.duration:
+                timeout = min(timeout, max(start + args.duration - time.monotonic(), 0))
+            stop.wait(timeout)
+            now = time.monotonic()
+            if args.stats_interval and not stop.is_set():
+                stats = receiver.stats()
+                rate = (stats["data_blocks"] - last_blocks) / max(now - last_t, 1e-9)
+                last_t, last_blocks = now, stats["data_blocks"]
+                print(stats_line(stats, receiver.aom.summary(), now - start, rate), flush=True)
+            if args.duration and now - start >= args.duration:
+                break
+    finally:
+        try:
+            receiver.close()
+        except Exception as e:  # the apply callback or the socket failed: report, exit 1
+            error = e
+    elapsed = time.monotonic() - start
+    stats = receiver.stats()
+    aom = receiver.aom.summary()
+    print(stats_line(stats, aom, elapsed, stats["data_blocks"] / max(elapsed, 1e-9)), flush=True)
+    final = dict(stats, elapsed_s=elapsed, aom=aom)
+    if applier is not None:
+        final["applied"] = applier.applied
+        final["out_of_range"] = applier.out_of_range
+        final["model_norm"] = float(np.linalg.norm(applier.model))
+    if args.aom_out:
+        s = receiver.aom.series
+        np.savez(args.aom_out, t_ms=s.t_ms, global_ms=s.global_ms, per_worker_ms=s.per_worker_ms,
+                 ages_t_ms=s.ages_t_ms, ages_ms=s.ages_ms)
+    print("final " + json.dumps(json_safe(final)), flush=True)
+    if error is not None:
+        print(f"olaf ps: error: {error}", file=sys.stderr)
+        return 1
+    return 0
