@@ -223,3 +223,13 @@ def test_scheduler_round_on_an_actor_critic_policy() -> None:
     assert rows[0].workers == 8  # the first window has no spread
     # The detector must not leave gradients behind on the live model.
     assert all(p.grad is None for p in model.parameters())
+
+
+def test_policy_modules_import_without_torch() -> None:
+    # RunConfig holds their configs, and `olaf --help` must not pay for importing torch.
+    import subprocess
+    import sys
+
+    code = ("import sys, olaf.drl.boosting, olaf.drl.staleness; "
+            "sys.exit('torch' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

@@ -32,10 +32,15 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:
+    import torch
+
+# torch is imported where it is used, so that RunConfig (and with it ``olaf --help``) can
+# hold a BoostConfig without loading torch.
 
 # -- Hessian-vector products and Lanczos ---------------------------------------------
 
@@ -48,6 +53,8 @@ def hessian_vector_product(
     The gradient is built once with ``create_graph=True``; each product is one extra
     backward pass of ``g . v``. Parameters the loss does not reach have zero rows.
     """
+    import torch
+
     params = list(params)
     grads = torch.autograd.grad(loss, params, create_graph=True, allow_unused=True)
     flat_grad = torch.cat([
@@ -86,6 +93,8 @@ def lanczos_ritz_values(
     ``m`` Hessian-vector products for the networks used here. Stops early when the
     Krylov space is exhausted.
     """
+    import torch
+
     if dim < 1 or iterations < 1:
         raise ValueError("dim and iterations must be >= 1")
     m = min(iterations, dim)
@@ -218,6 +227,8 @@ def policy_loss(policy: torch.nn.Module, batch: Trajectories) -> torch.Tensor:
     Advantages are normalised: ``R`` is a ratio of eigenvalues, so their scale does not
     matter, and normalising keeps the Lanczos arithmetic in a sane range.
     """
+    import torch
+
     obs = torch.as_tensor(batch.obs, dtype=next(policy.parameters()).dtype)
     adv = torch.as_tensor(batch.advantages, dtype=obs.dtype)
     if len(adv) > 1:
@@ -352,6 +363,8 @@ class BoostScheduler:
         self.ratios: deque[float] = deque(maxlen=self.config.window)
         self.rounds: list[BoostRound] = []
         self._last = now
+        import torch
+
         self._generator = torch.Generator().manual_seed(self.seed)
         self._rng = np.random.default_rng(self.seed)
 
