@@ -8,8 +8,9 @@ queue, encode the responses):
 * ``EthernetSwitch`` (``dataplane.ethernet``): AF_PACKET ports, as a Mininet node
   uses them.
 
-Python has no ``recvmmsg``; the closest it gets is draining a non-blocking socket
-in a tight loop into a batch, then doing everything else per batch in numpy.
+Packets move a batch at a time: ``recvmmsg``/``sendmmsg`` (through ctypes, see
+``dataplane.mmsg``) in UDP mode, a drained non-blocking AF_PACKET socket in
+interface mode; everything between runs per batch in numpy.
 """
 
 from __future__ import annotations
@@ -26,9 +27,10 @@ import numpy as np
 
 from dataplane.forwarding import ForwardingTable
 from dataplane.impairment import Impairment
+from dataplane.mmsg import SOCKADDR_IN, PlainSocket, from_sockaddr, open_batch_socket
 from dataplane.pcap import LINKTYPE_RAW, PcapWriter, ipv4_udp
 from dataplane.queue import OlafQueue
-from worker_transport.codec import decode, encode
+from worker_transport.codec import Batch, decode, decode_rows, encode, encode_array, packet_lengths
 from worker_transport.protocol import Outcome
 
 
@@ -46,13 +48,17 @@ class Pipeline:
         self.sent = 0
         self.batches = 0
 
-    def handle(self, payloads: list[bytes]) -> tuple[list[bytes], np.ndarray, np.ndarray]:
-        """Responses (encoded), the input index each answers, and every input's verdict."""
-        batch = decode(payloads, self.queue.config.values)
+    def handle_batch(self, batch: Batch) -> tuple[Batch, np.ndarray, np.ndarray]:
+        """Responses, the input index each answers, and every input's verdict."""
         with self.lock:
             responses, source, verdicts = self.queue.process(batch)
-        self.received += len(payloads)
+        self.received += len(batch)
         self.batches += 1
+        return responses, source, verdicts
+
+    def handle(self, payloads: list[bytes]) -> tuple[list[bytes], np.ndarray, np.ndarray]:
+        """``handle_batch`` for datagrams as ``bytes``, with the responses encoded."""
+        responses, source, verdicts = self.handle_batch(decode(payloads, self.queue.config.values))
         return encode(responses), source, verdicts
 
     def snapshot(self) -> dict:
@@ -95,7 +101,11 @@ class StatsLine:
 
 
 class UdpSwitch:
-    """OLAF over plain UDP: ``--listen HOST:PORT``."""
+    """OLAF over plain UDP: ``--listen HOST:PORT``.
+
+    One ``recvmmsg`` fills a batch, the queue answers it, one ``sendmmsg`` sends the
+    answers back to each datagram's sender (``dataplane.mmsg``).
+    """
 
     def __init__(
         self,
@@ -106,18 +116,25 @@ class UdpSwitch:
         impairment: Impairment | None = None,
         pcap_dir: Path | None = None,
         batch_size: int = 512,
+        batch_syscalls: bool = True,
     ) -> None:
         self.pipeline = Pipeline(queue)
         self.impairment = impairment or Impairment()
         # Kept so that every front end serves the same P4Runtime tables; UDP traffic never uses it.
         self.table = ForwardingTable()
-        self.batch_size = batch_size
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
-        self.sock.bind((host, port))
+        try:
+            self.sock.bind((host, port))
+        except OSError:
+            self.sock.close()
+            raise
         self.sock.setblocking(False)
         self.address: tuple[str, int] = self.sock.getsockname()
+        self.io = (
+            open_batch_socket(self.sock, batch_size) if batch_syscalls else PlainSocket(self.sock, batch_size)
+        )
         self._pcap_in = self._pcap_out = None
         if pcap_dir is not None:
             pcap_dir.mkdir(parents=True, exist_ok=True)
@@ -132,33 +149,28 @@ class UdpSwitch:
     def lock(self) -> threading.Lock:
         return self.pipeline.lock
 
-    def _drain(self) -> tuple[list[bytes], list[tuple[str, int]]]:
-        payloads: list[bytes] = []
-        senders: list[tuple[str, int]] = []
-        recv = self.sock.recvfrom
-        try:
-            while len(payloads) < self.batch_size:
-                data, addr = recv(65535)
-                payloads.append(data)
-                senders.append(addr)
-        except (BlockingIOError, InterruptedError):
-            pass
-        except ConnectionRefusedError:
-            # An ICMP port unreachable for an earlier reply; the sender is gone.
-            pass
-        return payloads, senders
+    def _capture(self, writer: PcapWriter | None, rows, lengths, peers, inbound: bool) -> None:
+        if writer is None or not len(rows):
+            return
+        packets = []
+        for row, length, peer in zip(rows, lengths.tolist(), peers, strict=True):
+            ends = (from_sockaddr(peer), self.address)
+            src, dst = ends if inbound else ends[::-1]
+            packets.append(ipv4_udp(src, dst, row[:length].tobytes()))
+        writer.write(packets)
 
-    def _send(self, items: list[tuple[bytes, tuple[str, int]]]) -> None:
-        sendto = self.sock.sendto
-        for data, addr in items:
-            try:
-                sendto(data, addr)
-                self.pipeline.sent += 1
-            except (BlockingIOError, ConnectionRefusedError, OSError):
-                # A full send buffer or a vanished peer loses this reply, as a wire would.
-                pass
-        if self._pcap_out is not None and items:
-            self._pcap_out.write([ipv4_udp(self.address, addr, data) for data, addr in items])
+    def _send(self, rows: np.ndarray, lengths: np.ndarray, peers: np.ndarray) -> None:
+        self.pipeline.sent += self.io.send(rows, lengths, peers)
+        self._capture(self._pcap_out, rows, lengths, peers, inbound=False)
+
+    def _send_held(self, items: list[tuple[bytes, np.void]]) -> None:
+        if items:
+            width = max(len(data) for data, _ in items)
+            rows = np.zeros((len(items), width), np.uint8)
+            for row, (data, _) in zip(rows, items, strict=True):
+                row[: len(data)] = np.frombuffer(data, np.uint8)
+            lengths = np.array([len(data) for data, _ in items], np.int64)
+            self._send(rows, lengths, np.array([peer for _, peer in items], SOCKADDR_IN))
 
     def poll(self, timeout: float) -> int:
         """Wait up to ``timeout`` s for traffic, process one batch; returns messages handled."""
@@ -167,21 +179,33 @@ class UdpSwitch:
         if due is not None:
             timeout = max(0.0, min(timeout, due - now))
         readable, _, _ = select.select([self.sock], [], [], timeout)
-        self._send(self.impairment.due(time.monotonic()))
+        self._send_held(self.impairment.due(time.monotonic()))
         if not readable:
             return 0
-        payloads, senders = self._drain()
-        if not payloads:
+        rows, lengths, peers = self.io.recv()
+        if not len(rows):
             return 0
-        if self._pcap_in is not None:
-            captured = zip(payloads, senders, strict=True)
-            self._pcap_in.write([ipv4_udp(a, self.address, p) for p, a in captured])
-        responses, source, _ = self.pipeline.handle(payloads)
-        ports = np.zeros(len(responses), np.int64)
-        keep = self.impairment.keep(ports)
-        items = [(r, senders[s]) for r, s, k in zip(responses, source.tolist(), keep, strict=True) if k]
-        self._send(self.impairment.schedule(ports[keep], items, time.monotonic()))
-        return len(payloads)
+        self._capture(self._pcap_in, rows, lengths, peers, inbound=True)
+        responses, source, _ = self.pipeline.handle_batch(
+            decode_rows(rows, lengths, self.queue.config.values)
+        )
+        out_rows, out_lengths, out_peers = (
+            encode_array(responses),
+            packet_lengths(responses.headers),
+            peers[source],
+        )
+        keep = self.impairment.keep(np.zeros(len(source), np.int64))
+        if not keep.all():
+            out_rows, out_lengths, out_peers = out_rows[keep], out_lengths[keep], out_peers[keep]
+        if self.impairment.delay_ms:
+            items = [
+                (row[:n].tobytes(), peer)
+                for row, n, peer in zip(out_rows, out_lengths.tolist(), out_peers, strict=True)
+            ]
+            self._send_held(self.impairment.schedule(np.zeros(len(items), np.int64), items, time.monotonic()))
+        else:
+            self._send(out_rows, out_lengths, out_peers)
+        return len(rows)
 
     def serve(self, stop: threading.Event, stats: StatsLine | None = None) -> None:
         while not stop.is_set():

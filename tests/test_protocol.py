@@ -145,3 +145,19 @@ def test_any_bytes_decode_and_classify_without_exceptions(buffers: list[bytes]) 
     verdicts = classify(batch, values=64, frac_bits=16, max_clusters=16, max_blocks=1024)
     assert len(verdicts) == len(buffers)
     assert set(np.unique(verdicts).tolist()) <= {int(v) for v in Verdict}
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.one_of(st.binary(max_size=120),
+                          st.builds(lambda f, v: bytes(Olaf(**f, values=v)), headers,
+                                    st.lists(int32s, min_size=8, max_size=8))), max_size=30))
+def test_decode_rows_equals_decode(buffers: list[bytes]) -> None:
+    from worker_transport.codec import decode_rows
+
+    rows = np.full((len(buffers), 200), 0xAB, np.uint8)  # stale bytes must not leak in
+    for i, b in enumerate(buffers):
+        rows[i, : len(b)] = np.frombuffer(b, np.uint8)
+    lengths = np.array([len(b) for b in buffers], np.int64)
+    a, b = decode(buffers, 8), decode_rows(rows, lengths, 8)
+    assert (a.headers == b.headers).all() and (a.values == b.values).all()
+    assert (a.lengths == b.lengths).all()

@@ -151,6 +151,27 @@ def decode(buffers: Sequence[bytes], values: int) -> Batch:
     return batch
 
 
+def decode_rows(rows: np.ndarray, lengths: np.ndarray, values: int) -> Batch:
+    """Decode datagrams laid out one per row of a uint8 array (as ``recvmmsg`` fills it).
+
+    Bytes past each datagram's length are ignored, whatever they hold.
+    """
+    n = len(rows)
+    batch = Batch.zeros(n, values)
+    batch.lengths = lengths = np.asarray(lengths, np.int64)
+    if n == 0:
+        return batch
+    has_header = np.flatnonzero(lengths >= HEADER_LEN)
+    wire = np.ascontiguousarray(rows[has_header, :HEADER_LEN]).view(WIRE_DTYPE).reshape(-1)
+    batch.headers[has_header] = headers_from_wire(wire)
+    full = HEADER_LEN + VALUE_BYTES * values
+    if rows.shape[1] >= full:
+        complete = np.flatnonzero(lengths == full)
+        body = np.ascontiguousarray(rows[complete, HEADER_LEN:full]).view(">i4")
+        batch.values[complete] = body.reshape(-1, values)
+    return batch
+
+
 def classify(
     batch: Batch, *, values: int, frac_bits: int, max_clusters: int, max_blocks: int
 ) -> np.ndarray:
