@@ -26,7 +26,7 @@ import numpy as np
 
 from dataplane.queue import OlafQueue, QueueConfig
 from worker_transport.codec import Batch, Verdict, decode, encode
-from worker_transport.protocol import HEADER_LEN, Mode, MsgType, Outcome
+from worker_transport.protocol import FLAG_CONGESTED, HEADER_LEN, Mode, MsgType, Outcome
 
 FPGA_DIR = Path(__file__).resolve().parent.parent
 TB_DIR = FPGA_DIR / "tb"
@@ -447,6 +447,8 @@ class QueueBench:
                 f"response {self.compared + index}: DUT {got.hex()} != reference {want.hex()}"
             )
             self.coverage[response_outcome(got)] += 1
+            if got[1] & FLAG_CONGESTED:
+                self.coverage["CONGESTED"] += 1
         await feeder
         await with_timeout(self.source.wait(), timeout_cycles * 4, "ns")
         self.compared += len(expected)
