@@ -113,7 +113,7 @@ def test_parse_hostport_rejects(text: str) -> None:
 
 # -- UDP on loopback ------------------------------------------------------------------
 def test_udp_transport_batches_on_loopback() -> None:
-    server = UdpTransport(("127.0.0.1", 9), bind=("127.0.0.1", 0))
+    server = UdpTransport(("127.0.0.1", 9), bind=("127.0.0.1", 0), connect=False)
     client = UdpTransport(server.local_address)
     try:
         rows = np.arange(50 * 40, dtype=np.uint32).astype(np.uint8).reshape(50, 40)
@@ -132,6 +132,47 @@ def test_udp_transport_batches_on_loopback() -> None:
         client.close()
         server.close()
     assert client.recv(0.1) == []  # closed: returns at once, no exception
+
+
+@pytest.mark.parametrize("length", [36 + 4 * 64, 36 + 4 * 255])
+def test_udp_gso_delivers_the_same_datagrams(length: int) -> None:
+    server = UdpTransport(("127.0.0.1", 9), bind=("127.0.0.1", 0), connect=False)
+    client = UdpTransport(server.local_address, gso=True)
+    try:
+        rows = np.random.default_rng(2).integers(0, 256, (150, length), dtype=np.uint8)
+        assert client.send(rows) == 150
+        assert client.gso  # the kernel took it (else it fell back, which is fine but untested)
+        got: list[bytes] = []
+        deadline = time.monotonic() + 2
+        while len(got) < 150 and time.monotonic() < deadline:
+            got += server.recv(0.2)
+        assert got == [r.tobytes() for r in rows]
+        assert client.send(rows[:1]) == 1 and server.recv(1.0) == [rows[0].tobytes()]
+    finally:
+        client.close()
+        server.close()
+
+
+def test_connected_udp_transport_ignores_other_sources() -> None:
+    peer = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    other = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    peer.bind(("127.0.0.1", 0))
+    transport = UdpTransport(peer.getsockname())
+    loose = UdpTransport(peer.getsockname(), connect=False)
+    try:
+        for t in (transport, loose):
+            other.sendto(b"stranger", t.local_address)
+            peer.sendto(b"switch", t.local_address)
+        assert transport.recv(1.0) == [b"switch"]
+        got = loose.recv(1.0)
+        if len(got) < 2:
+            got += loose.recv(1.0)
+        assert got == [b"stranger", b"switch"]
+    finally:
+        for s in (peer, other):
+            s.close()
+        transport.close()
+        loose.close()
 
 
 # -- Sender and Receiver against the reference queue ----------------------------------

@@ -27,6 +27,7 @@ import errno
 import ipaddress
 import select
 import socket
+import struct
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
@@ -49,6 +50,13 @@ DEFAULT_TTL = 64
 SOCKET_BUFFER = 8 << 20
 """Requested SO_RCVBUF/SO_SNDBUF; the kernel caps it at net.core.[rw]mem_max."""
 MAX_DATAGRAM = 65535
+SOL_UDP = 17
+UDP_SEGMENT = 103
+"""Linux UDP GSO option (``linux/udp.h``); Python's socket module has no name for it."""
+GSO_MAX_SEGMENTS = 64
+"""Datagrams per GSO call: UDP_MAX_SEGMENTS is 64 on older kernels, 128 on newer ones."""
+GSO_MAX_BYTES = 65000
+GSO_REFUSED = frozenset({errno.EINVAL, errno.EIO, errno.ENOPROTOOPT, errno.EOPNOTSUPP})
 
 
 class Transport(ABC):
@@ -120,11 +128,23 @@ def parse_hostport(text: str, default_port: int = OLAF_PORT) -> tuple[str, int]:
 
 
 class UdpTransport(Transport):
-    """OLAF payloads as UDP datagrams to ``remote``; anything arriving on the socket is read.
+    """OLAF payloads as UDP datagrams to ``remote``.
 
-    Replies are not filtered by source: with the software switch they come from its
-    listening address, but a P4 switch that bounces a packet answers from the address
-    the packet was sent to, which may differ (e.g. the PS's address for an UPDATE).
+    By default the socket is *connected* to ``remote``: sending skips the per-datagram
+    route lookup (about a quarter of the cost of a 1563-block update on loopback), and
+    the kernel delivers only datagrams whose source is ``remote``. Both the software
+    switch (it answers from the address it was reached at) and a P4 switch bouncing the
+    packet (it swaps the addresses) reply from there. Pass ``connect=False`` to accept
+    replies from any source (a switch bound to 0.0.0.0 on a multi-homed host may answer
+    from another of its addresses).
+
+    ``gso=True`` hands equal-length batches to the kernel as UDP GSO super-datagrams
+    (``UDP_SEGMENT``, Linux >= 4.18): up to 64 datagrams per system call, cut apart by
+    the kernel, 4-5x cheaper per update on loopback. Use it only where the datagrams are
+    segmented before anyone looks at them: a UDP socket on the same host (the software
+    switch in UDP mode) or a NIC with segmentation offload. A veth into a raw-socket
+    switch (bmv2, ``olaf switch -i``, Mininet) would see the unsegmented super-packet.
+    If the kernel refuses GSO, the transport falls back to one datagram per call.
     """
 
     def __init__(
@@ -132,6 +152,8 @@ class UdpTransport(Transport):
         remote: tuple[str, int],
         *,
         bind: tuple[str, int] | None = None,
+        connect: bool = True,
+        gso: bool = False,
         buffer_bytes: int = SOCKET_BUFFER,
     ) -> None:
         infos = socket.getaddrinfo(remote[0], remote[1], type=socket.SOCK_DGRAM)
@@ -147,9 +169,13 @@ class UdpTransport(Transport):
                 self.sock.bind(bind)
             else:
                 self.sock.bind(("::" if family == socket.AF_INET6 else "0.0.0.0", 0))
+            if connect:
+                self.sock.connect(sockaddr)
         except OSError:
             self.sock.close()
             raise
+        self.connected = connect
+        self.gso = gso
         self.send_errors = 0
         """Packets the kernel refused (ENOBUFS, ECONNREFUSED after an ICMP error, ...)."""
 
@@ -158,11 +184,26 @@ class UdpTransport(Transport):
         return self.sock.getsockname()[:2]
 
     def send(self, packets: Packets) -> int:
-        sendto, remote = self.sock.sendto, self.remote
+        if (self.gso and isinstance(packets, np.ndarray) and packets.ndim == 2
+                and len(packets) > 1 and packets.dtype == np.uint8):
+            sent = self._send_gso(np.ascontiguousarray(packets))
+            if sent is not None:
+                return sent
+            # No UDP GSO here (old kernel, no checksum offload): one datagram per call
+            # from now on. The refused first call sent nothing, so the whole batch follows.
+            self.gso = False
+        if self.connected:
+            send = self.sock.send
+        else:
+            sendto, remote = self.sock.sendto, self.remote
+
+            def send(row: memoryview | bytes | bytearray) -> int:
+                return sendto(row, remote)
+
         sent = 0
         for row in rows_of(packets):
             try:
-                sendto(row, remote)
+                send(row)
                 sent += 1
             except (ConnectionRefusedError, BlockingIOError, InterruptedError):
                 self.send_errors += 1
@@ -171,6 +212,30 @@ class UdpTransport(Transport):
                 if e.errno != errno.ENOBUFS:
                     raise
                 self.send_errors += 1
+        return sent
+
+    def _send_gso(self, rows: np.ndarray) -> int | None:
+        """Datagrams sent, or None if the kernel refused GSO on the first call."""
+        n, length = rows.shape
+        per_call = max(1, min(GSO_MAX_SEGMENTS, GSO_MAX_BYTES // length))
+        control = [(SOL_UDP, UDP_SEGMENT, struct.pack("H", length))]
+        address = () if self.connected else (self.remote,)
+        flat = memoryview(rows.reshape(-1))
+        sent = 0
+        for start in range(0, n, per_call):
+            count = min(per_call, n - start)
+            try:
+                self.sock.sendmsg([flat[start * length : (start + count) * length]], control,
+                                  0, *address)
+                sent += count
+            except (ConnectionRefusedError, BlockingIOError, InterruptedError):
+                self.send_errors += count
+            except OSError as e:
+                if start == 0 and e.errno in GSO_REFUSED:
+                    return None
+                if e.errno != errno.ENOBUFS:
+                    raise
+                self.send_errors += count
         return sent
 
     def recv(self, timeout: float | None, max_count: int = 4096) -> list[bytes]:
@@ -447,7 +512,7 @@ def transport_from_args(args: argparse.Namespace) -> Transport:
     host, port = parse_hostport(args.switch)
     if args.iface is None:
         bind = parse_hostport(args.bind, 0) if args.bind else None
-        return UdpTransport((host, port), bind=bind)
+        return UdpTransport((host, port), bind=bind, connect=not args.any_source, gso=args.gso)
     if args.src_ip is None or args.dst_mac is None:
         raise ValueError("--iface needs --src-ip and --dst-mac")
     return EthernetTransport(

@@ -21,6 +21,11 @@ def add_transport_arguments(parser: argparse.ArgumentParser) -> None:
                    "the destination IPv4:port of the frames (default %(default)s)")
     g.add_argument("--bind", default=None, metavar="HOST:PORT",
                    help="UDP: local address (default: any address, a free port)")
+    g.add_argument("--any-source", action="store_true",
+                   help="UDP: accept replies from any address, not only from --switch")
+    g.add_argument("--gso", action="store_true",
+                   help="UDP: send batches as UDP GSO super-datagrams (fast; only where the "
+                   "kernel segments them before a switch sees them, e.g. loopback, not veth)")
     g.add_argument("--iface", default=None,
                    help="send raw Ethernet/IPv4/UDP frames on this interface instead (root)")
     g.add_argument("--src-ip", default=None, help="with --iface: our IPv4 address")
