@@ -101,7 +101,8 @@ class _Client(P4RuntimeClient):
     def handshake(self) -> None:
         req = p4runtime_pb2.StreamMessageRequest()
         req.arbitration.device_id = self.device_id
-        req.arbitration.election_id.high, req.arbitration.election_id.low = self.election_id
+        if self.election_id is not None:
+            req.arbitration.election_id.high, req.arbitration.election_id.low = self.election_id
         self.stream_out_q.put(req)
         rep = self.get_stream_packet("arbitration", timeout=self.connect_timeout)
         if rep is None:
@@ -113,7 +114,8 @@ class _Client(P4RuntimeClient):
             raise ConnectionError(reason)
         self.arbitration = rep.arbitration
 
-    def __init__(self, device_id: int, address: str, election_id: tuple[int, int], timeout: float) -> None:
+    def __init__(self, device_id: int, address: str, election_id: tuple[int, int] | None,
+                 timeout: float) -> None:
         self.connect_timeout = timeout
         self.arbitration: p4runtime_pb2.MasterArbitrationUpdate | None = None
         super().__init__(device_id, address, election_id)
@@ -207,11 +209,13 @@ class Topology:
 class Controller:
     """A P4Runtime session with one OLAF target, through p4runtime-shell.
 
-    Use as a context manager (or ``open()``/``close()``). ``election_id`` decides who is
-    primary; only the primary may push a pipeline or write.
+    Use as a context manager (or ``open()``/``close()``). ``election_id`` (high, low)
+    decides who is primary; only the primary may push a pipeline or write. ``None`` opens
+    a read-only session: it never becomes primary, so it never takes over from (or
+    clashes with) a running controller.
     """
 
-    def __init__(self, target: str, device_id: int = 1, election_id: tuple[int, int] = (1, 0),
+    def __init__(self, target: str, device_id: int = 1, election_id: tuple[int, int] | None = (1, 0),
                  timeout: float = 5.0) -> None:
         self.target = target
         self.device_id = device_id
@@ -270,7 +274,8 @@ class Controller:
             if update is None:
                 break
             client.arbitration = update.arbitration
-        return client.arbitration is not None and client.arbitration.status.code == code_pb2.OK
+        return self.election_id is not None and client.arbitration is not None \
+            and client.arbitration.status.code == code_pb2.OK
 
     def _load_p4info(self) -> None:
         with _p4rt_errors("GetForwardingPipelineConfig"):
@@ -281,10 +286,16 @@ class Controller:
     def has_pipeline(self) -> bool:
         return sh.context.p4info is not None and len(sh.context.p4info.tables) > 0
 
-    def _require_pipeline(self) -> None:
+    def _require_pipeline(self, write: bool = False) -> None:
         self.client  # noqa: B018 - raises when closed
+        if write:
+            self._require_writer()
         if not self.has_pipeline:
             raise ControllerError("FAILED_PRECONDITION", f"{self.target} has no pipeline: push one first")
+
+    def _require_writer(self) -> None:
+        if self.election_id is None:
+            raise ControllerError("PERMISSION_DENIED", "read-only session (no election id): cannot write")
 
     # -- pipeline ---------------------------------------------------------------------
     def push_pipeline(self, p4info: str | Path | p4info_pb2.P4Info, device_config: bytes = b"",
@@ -298,6 +309,8 @@ class Controller:
         actions = {"commit": "VERIFY_AND_COMMIT", "reconcile": "RECONCILE_AND_COMMIT", "verify": "VERIFY"}
         if action not in actions:
             raise ValueError(f"action must be one of {sorted(actions)}")
+        self._require_writer()
+        assert self.election_id is not None
         info = p4info if isinstance(p4info, p4info_pb2.P4Info) else load_p4info(p4info)
         client = self.client
         req = p4runtime_pb2.SetForwardingPipelineConfigRequest(device_id=self.device_id)
@@ -327,7 +340,7 @@ class Controller:
 
     def add_route(self, prefix: str, port: int, mac: str | None = None, replace: bool = False) -> None:
         """Insert an ``ipv4_lpm`` entry; ``replace`` modifies an existing one instead of failing."""
-        self._require_pipeline()
+        self._require_pipeline(write=True)
         te = self._route_entry(Route(prefix, port, mac))
         with _p4rt_errors(f"route {prefix}"):
             try:
@@ -338,7 +351,7 @@ class Controller:
                 te.modify()
 
     def delete_route(self, prefix: str) -> None:
-        self._require_pipeline()
+        self._require_pipeline(write=True)
         te = sh.TableEntry(LPM_TABLE)
         if not prefix.endswith("/0"):
             te.match["hdr.ipv4.dstAddr"] = prefix
@@ -392,6 +405,7 @@ class Controller:
         whose P4 program reads them from the table (bmv2); the software switch fixes them
         at start and refuses a change.
         """
+        self._require_writer()
         with self._lock:
             current = self.settings()
             new = asdict(current)
@@ -424,7 +438,7 @@ class Controller:
     # -- drop simulation ------------------------------------------------------------------
     def set_drop_prob(self, port: int | None, prob: float) -> None:
         """Drop responses leaving ``port`` (every port: None) with probability ``prob``."""
-        self._require_pipeline()
+        self._require_pipeline(write=True)
         if not 0.0 <= prob <= 1.0:
             raise ValueError("drop probability must be in [0, 1]")
         value = str(min(round(prob * PROB_ONE), PROB_ONE - 1))
@@ -474,7 +488,7 @@ class Controller:
         return out
 
     def reset_counters(self) -> None:
-        self._require_pipeline()
+        self._require_pipeline(write=True)
         for name in (OUTCOME_COUNTER, MSG_TYPE_COUNTER):
             c = sh.CounterEntry(name)
             c.packet_count = 0

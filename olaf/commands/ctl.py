@@ -1,0 +1,290 @@
+"""``olaf ctl``: the OLAF controller on the command line (P4Runtime, any target)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HELP = "control an OLAF switch over P4Runtime (software switch, bmv2 simple_switch_grpc, Tofino)"
+
+DEFAULT_P4INFO = Path(__file__).resolve().parents[2] / "p4" / "olaf.p4info.txtpb"
+
+
+def _election_id(text: str) -> tuple[int, int]:
+    high, sep, low = text.partition(",")
+    if not sep:
+        high, low = "0", text
+    try:
+        value = (int(high), int(low))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected HIGH,LOW or N, got {text!r}") from None
+    if not all(0 <= v < 2**64 for v in value):
+        raise argparse.ArgumentTypeError("election id parts must be 0..2**64-1")
+    return value
+
+
+def _port_prob(text: str) -> tuple[int | None, float]:
+    port, _, prob = text.rpartition(":")
+    try:
+        value = (int(port) if port else None, float(prob))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected [PORT:]P, got {text!r}") from None
+    if not 0.0 <= value[1] <= 1.0:
+        raise argparse.ArgumentTypeError(f"probability {value[1]} is outside [0, 1]")
+    return value
+
+
+def _route(text: str) -> tuple[str, int, str | None]:
+    prefix, sep, rest = text.partition("=")
+    port, _, mac = rest.partition(",")
+    if not sep or not port.isdigit():
+        raise argparse.ArgumentTypeError(f"expected PREFIX=PORT[,MAC], got {text!r}")
+    return prefix, int(port), mac or None
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--target", required=True, metavar="HOST:PORT",
+                   help="the target's P4Runtime server (olaf switch --p4runtime, simple_switch_grpc: 9559)")
+    p.add_argument("--device-id", type=int, default=1, help="P4Runtime device id (default 1)")
+    p.add_argument("--election-id", type=_election_id, default=None, metavar="HIGH,LOW",
+                   help="arbitration election id; the highest is primary. Default: 0,1 for actions "
+                        "that write, none (a read-only backup that disturbs no running controller) "
+                        "for the others")
+    p.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for arbitration (default 5)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    sub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+    push = sub.add_parser("push", help="push the pipeline (P4Info + device config), then a topology")
+    push.add_argument("--p4info", default=str(DEFAULT_P4INFO), help="P4Info (default p4/olaf.p4info.txtpb)")
+    dev = push.add_mutually_exclusive_group()
+    dev.add_argument("--bmv2-json", metavar="FILE", help="bmv2 target: the JSON p4c-bm2-ss wrote")
+    dev.add_argument("--tofino-bin", metavar="FILE", help="Tofino target: tofino.bin from bf-p4c")
+    push.add_argument("--tofino-context", metavar="FILE", help="Tofino target: context.json from bf-p4c")
+    push.add_argument("--tofino-name", default="olaf", help="Tofino target: program name (default olaf)")
+    how = push.add_mutually_exclusive_group()
+    how.add_argument("--reconcile", action="store_true",
+                     help="RECONCILE_AND_COMMIT: keep routes and settings (default clears them)")
+    how.add_argument("--verify-only", action="store_true",
+                     help="VERIFY: only ask whether the target can run it")
+    _topology_args(push)
+
+    routes = sub.add_parser("routes", help="list, add or delete ipv4_lpm routes")
+    routes.add_argument("--add", type=_route, action="append", default=[], metavar="PREFIX=PORT[,MAC]")
+    routes.add_argument("--delete", action="append", default=[], metavar="PREFIX")
+    _topology_args(routes)
+
+    s = sub.add_parser("set", help="set mode, thresholds and drop probabilities")
+    s.add_argument("--mode", choices=("olaf", "fifo"))
+    thr = s.add_mutually_exclusive_group()
+    thr.add_argument("--threshold", type=float, metavar="R", help="reward threshold in reward units")
+    thr.add_argument("--raw-threshold", type=int, metavar="N", help="reward threshold, raw fixed point")
+    s.add_argument("--congestion-threshold", type=int, metavar="0-255")
+    s.add_argument("--drop-prob", type=_port_prob, action="append", default=[], metavar="[PORT:]P",
+                   help="drop_sim: drop responses leaving PORT (every port without PORT) with probability P")
+
+    sub.add_parser("show", help="settings, queue state, counters and drop probabilities")
+    c = sub.add_parser("counters", help="packets per outcome and per message type")
+    c.add_argument("--reset", action="store_true", help="set every counter to 0 afterwards")
+    r = sub.add_parser("registers", help="queue state registers (not served by bmv2: p4lang/PI#376)")
+    r.add_argument("names", nargs="*", metavar="NAME", help="registers to read (default: the queue state)")
+    w = sub.add_parser("watch", help="counter rates and queue state every interval")
+    w.add_argument("--interval", type=float, default=1.0, metavar="S")
+    w.add_argument("--count", type=int, default=0, metavar="N", help="stop after N lines (0: until Ctrl-C)")
+    sub.add_parser("caps", help="the target's P4Runtime API version")
+
+
+def _topology_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--topology", metavar="FILE",
+                   help="install routes and drop probabilities from a JSON file")
+    p.add_argument("--switch", metavar="NAME", help="the switch's section in a multi-switch topology file")
+
+
+def _print_table(title: str, columns: list[str], rows: list[list[Any]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left")
+    for col in columns:
+        table.add_column(col, justify="right" if col in ("packets", "value", "port", "index") else "left")
+    for row in rows:
+        table.add_row(*("-" if v is None else str(v) for v in row))
+    Console(soft_wrap=True).print(table)
+
+
+def run(args: argparse.Namespace) -> int:
+    from control_plane.controller import (
+        Controller,
+        ControllerError,
+        Topology,
+        bmv2_device_config,
+        quiet_stdout,
+        tofino_device_config,
+    )
+
+    def fail(message: str, code: int = 1) -> int:
+        print(f"olaf ctl: error: {message}", file=sys.stderr)
+        return code
+
+    if args.action == "push" and bool(args.tofino_bin) != bool(args.tofino_context):
+        return fail("--tofino-bin and --tofino-context go together", 2)
+    try:
+        topology = Topology.load(args.topology, args.switch) if getattr(args, "topology", None) else None
+    except ValueError as e:
+        return fail(str(e), 2)
+    writes = args.action in ("push", "set") or (args.action == "counters" and args.reset) or (
+        args.action == "routes" and (args.add or args.delete or topology is not None))
+    election_id = args.election_id or ((0, 1) if writes else None)
+    controller = Controller(args.target, device_id=args.device_id, election_id=election_id,
+                            timeout=args.timeout)
+    try:
+        with quiet_stdout():
+            controller.open()
+    except (ConnectionError, RuntimeError) as e:
+        return fail(str(e))
+    try:
+        return _ACTIONS[args.action](controller, args, topology, bmv2_device_config, tofino_device_config)
+    except ControllerError as e:
+        if e.code == "PERMISSION_DENIED" and election_id is not None:
+            arb = controller.client.arbitration
+            if arb is not None and arb.HasField("election_id"):
+                highest = f"{arb.election_id.high},{arb.election_id.low}"
+                return fail(f"{e} (the target has seen election id {highest}; to take over, "
+                            "pass a higher --election-id)")
+        return fail(str(e))
+    except (OSError, ValueError) as e:
+        return fail(str(e), 2)
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        controller.close()
+
+
+def _emit(args: argparse.Namespace, doc: dict[str, Any], tables: list[tuple[str, list[str], list[list[Any]]]]
+          ) -> None:
+    if args.json:
+        print(json.dumps(doc, sort_keys=True), flush=True)
+        return
+    for title, columns, rows in tables:
+        _print_table(title, columns, rows)
+
+
+def _push(c: Any, args: argparse.Namespace, topology: Any, bmv2: Any, tofino: Any) -> int:
+    if args.bmv2_json:
+        device_config = bmv2(args.bmv2_json)
+    elif args.tofino_bin:
+        device_config = tofino(args.tofino_name, args.tofino_bin, args.tofino_context)
+    else:
+        device_config = b""
+    action = "verify" if args.verify_only else "reconcile" if args.reconcile else "commit"
+    c.push_pipeline(args.p4info, device_config, action=action)
+    installed = c.install_topology(topology) if topology is not None and action != "verify" else 0
+    doc = {"target": args.target, "p4info": args.p4info, "action": action,
+           "device_config_bytes": len(device_config), "topology_entries": installed}
+    _emit(args, doc, [("pipeline", ["field", "value"], [[k, v] for k, v in doc.items()])])
+    return 0
+
+
+def _routes(c: Any, args: argparse.Namespace, topology: Any, *_: Any) -> int:
+    for prefix in args.delete:
+        c.delete_route(prefix)
+    for prefix, port, mac in args.add:
+        c.add_route(prefix, port, mac)
+    if topology is not None:
+        c.install_topology(topology)
+    routes = c.routes()
+    doc = {"routes": [{"prefix": r.prefix, "port": r.port, "mac": r.mac} for r in routes]}
+    _emit(args, doc, [("ipv4_lpm", ["prefix", "port", "mac"], [[r.prefix, r.port, r.mac] for r in routes])])
+    return 0
+
+
+def _set(c: Any, args: argparse.Namespace, *_: Any) -> int:
+    for port, prob in args.drop_prob:
+        c.set_drop_prob(port, prob)
+    if args.threshold is not None:
+        c.set_reward_threshold(args.threshold)
+    if args.mode or args.raw_threshold is not None or args.congestion_threshold is not None:
+        c.configure(mode=args.mode, threshold=args.raw_threshold,
+                    congestion_threshold=args.congestion_threshold)
+    settings = c.settings()
+    _emit(args, {"settings": settings.as_dict()},
+          [("olaf_config", ["field", "value"], [[k, v] for k, v in settings.as_dict().items()])])
+    return 0
+
+
+def _counter_rows(counters: dict[str, dict[str, int]]) -> list[list[Any]]:
+    return [[group, name, n] for group, values in counters.items() for name, n in values.items()]
+
+
+def _show(c: Any, args: argparse.Namespace, *_: Any) -> int:
+    settings, state, counters, drops = c.settings(), c.queue_state(), c.counters(), c.drop_probs()
+    doc = {"settings": settings.as_dict(), "queue": state, "counters": counters,
+           "drop_prob": {"*" if p is None else str(p): v for p, v in drops.items()}}
+    state_rows = [[k, v] for k, v in state.items()] if state else [["registers", "not served by this target"]]
+    _emit(args, doc, [
+        ("olaf_config", ["field", "value"], [[k, v] for k, v in settings.as_dict().items()]),
+        ("queue state", ["field", "value"], state_rows),
+        ("counters", ["counter", "name", "packets"], _counter_rows(counters)),
+        ("drop_sim", ["port", "probability"], [[k, v] for k, v in doc["drop_prob"].items()]),
+    ])
+    return 0
+
+
+def _counters(c: Any, args: argparse.Namespace, *_: Any) -> int:
+    counters = c.counters()
+    if args.reset:
+        c.reset_counters()
+    _emit(args, {"counters": counters},
+          [("counters", ["counter", "name", "packets"], _counter_rows(counters))])
+    return 0
+
+
+def _registers(c: Any, args: argparse.Namespace, *_: Any) -> int:
+    from control_plane.controller import QUEUE_REGISTERS
+
+    names = args.names or list(QUEUE_REGISTERS)
+    values = {name: c.register(name) for name in names}
+    _emit(args, {"registers": values},
+          [("registers", ["register", "index", "value"],
+            [[name, i, v] for name, cells in values.items() for i, v in enumerate(cells)])])
+    return 0
+
+
+def _watch(c: Any, args: argparse.Namespace, *_: Any) -> int:
+    if not args.interval > 0:
+        raise ValueError("--interval must be > 0")
+    last, last_t = c.counters(), time.monotonic()
+    lines = 0
+    if not args.json:
+        print(f"{'time':>8} {'occupied':>8} {'clusters':>8} " + " ".join(f"{n.lower():>15}/s" for n in
+                                                                         last["outcomes"]), flush=True)
+    start = last_t
+    while args.count <= 0 or lines < args.count:
+        time.sleep(args.interval)
+        now, counters, state = time.monotonic(), c.counters(), c.queue_state()
+        rates = {n: (v - last["outcomes"].get(n, 0)) / (now - last_t)
+                 for n, v in counters["outcomes"].items()}
+        if args.json:
+            print(json.dumps({"t": round(now - start, 3), "queue": state, "rates": rates,
+                              "counters": counters}, sort_keys=True), flush=True)
+        else:
+            occ = "-" if state is None else state["occupied"]
+            act = "-" if state is None else state["active_clusters"]
+            print(f"{now - start:8.1f} {occ!s:>8} {act!s:>8} "
+                  + " ".join(f"{r:17.1f}" for r in rates.values()), flush=True)
+        last, last_t = counters, now
+        lines += 1
+    return 0
+
+
+def _caps(c: Any, args: argparse.Namespace, *_: Any) -> int:
+    doc = {"p4runtime_api_version": c.capabilities(), "primary": c.is_primary, "pipeline": c.has_pipeline}
+    _emit(args, doc, [("capabilities", ["field", "value"], [[k, v] for k, v in doc.items()])])
+    return 0
+
+
+_ACTIONS = {"push": _push, "routes": _routes, "set": _set, "show": _show, "counters": _counters,
+            "registers": _registers, "watch": _watch, "caps": _caps}
