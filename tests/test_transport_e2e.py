@@ -220,12 +220,25 @@ def test_olaf_worker_and_ps_processes_over_udp() -> None:
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
             for w in range(2)
         }
+        # A third worker has no end of its own: SIGINT stops it.
+        endless = subprocess.Popen(
+            olaf_command("worker", "--switch", target, "--worker-id", "2", "--values", str(V),
+                         "--params", "640", "--rate", "20", "--stats-interval", "0"),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
         try:
             outputs = run_processes(workers, timeout=60)
-            time.sleep(0.5)  # the PS drains what is left
+        finally:
+            endless.send_signal(signal.SIGINT)
+        try:
+            endless_out = run_processes({"endless": endless}, timeout=30)["endless"]
+            time.sleep(0.3)  # the PS drains what is left
         finally:
             ps.send_signal(signal.SIGTERM)
         ps_out = run_processes({"ps": ps}, timeout=30)["ps"]
+    endless_final = final_line(endless_out)
+    assert endless_final["sent_updates"] > 0
+    assert endless_final["acked_blocks"] == endless_final["sent_blocks"] == 10 * endless_final[
+        "sent_updates"]
     assert sw.proc.returncode == 0, sw.stderr
     for name, out in outputs.items():
         final = final_line(out)
@@ -238,7 +251,8 @@ def test_olaf_worker_and_ps_processes_over_udp() -> None:
     assert ps_final["aggregated_updates"] == switch["ENQUEUED"] + switch["MERGED"]
     assert ps_final["applied"] == ps_final["data_blocks"] and ps_final["model_norm"] > 0
     assert ps_final["aom"]["received"] == ps_final["data_blocks"]
-    assert sum(final_line(o)["sent_blocks"] for o in outputs.values()) == sum(switch.values())
+    sent = sum(final_line(o)["sent_blocks"] for o in outputs.values())
+    assert sent + endless_final["sent_blocks"] == sum(switch.values())
     stats_lines = [line for line in ps_out.splitlines() if line.startswith("ps t=")]
     assert len(stats_lines) >= 2 and "aom_mean=" in stats_lines[0]
 
