@@ -114,10 +114,12 @@ def test_parse_hostport_rejects(text: str) -> None:
 # -- UDP on loopback ------------------------------------------------------------------
 def test_udp_transport_batches_on_loopback() -> None:
     server = UdpTransport(("127.0.0.1", 9), bind=("127.0.0.1", 0), connect=False)
-    client = UdpTransport(server.local_address)
+    client = UdpTransport(server.local_address, gso=False)
     try:
         rows = np.arange(50 * 40, dtype=np.uint32).astype(np.uint8).reshape(50, 40)
         assert client.send(rows) == 50
+        with UdpTransport(server.local_address) as auto:
+            assert auto.gso and not client.gso  # default: GSO on for a loopback peer
         assert client.send([b"one", bytearray(b"two"), memoryview(b"three")]) == 3
         got: list[bytes] = []
         deadline = time.monotonic() + 2

@@ -23,9 +23,10 @@ def add_transport_arguments(parser: argparse.ArgumentParser) -> None:
                    help="UDP: local address (default: any address, a free port)")
     g.add_argument("--any-source", action="store_true",
                    help="UDP: accept replies from any address, not only from --switch")
-    g.add_argument("--gso", action="store_true",
-                   help="UDP: send batches as UDP GSO super-datagrams (fast; only where the "
-                   "kernel segments them before a switch sees them, e.g. loopback, not veth)")
+    g.add_argument("--gso", choices=("auto", "on", "off"), default="auto",
+                   help="UDP: send batches as UDP GSO super-datagrams, cut by the kernel; only "
+                   "right where a UDP socket, not a raw-socket switch on a veth, receives them "
+                   "(default auto: on for a loopback --switch)")
     g.add_argument("--iface", default=None,
                    help="send raw Ethernet/IPv4/UDP frames on this interface instead (root)")
     g.add_argument("--src-ip", default=None, help="with --iface: our IPv4 address")
