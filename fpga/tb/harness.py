@@ -144,6 +144,7 @@ def run(
     env = {"OLAF_TB_WIDTH": str(width), "OLAF_TB_SIMULATOR": simulator}
     env.update(extra_env or {})
     name = "_".join([module, *(testcases or [])])
+    results = out / f"{name}.results.xml"
     with _environment(simulator_env(simulator)):
         runner.test(
             test_module=module,
@@ -155,8 +156,14 @@ def run(
             extra_env=env,
             timescale=("1ns", "1ps"),
             log_file=out / f"{name}.log",
-            results_xml=str(out / f"{name}.results.xml"),
+            results_xml=str(results),
         )
+    # Under pytest the runner raises on failures itself; a plain script must check.
+    from cocotb_tools.runner import get_results
+
+    tests, failed = get_results(results)
+    if failed or not tests:
+        raise RuntimeError(f"{failed} of {tests} cocotb tests failed in {module}; see {out}")
 
 
 # ---------------------------------------------------------------- reference model
