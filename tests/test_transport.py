@@ -292,6 +292,8 @@ def test_sender_rejects_bad_input_without_state_change() -> None:
         sender.send_gradient(np.array([1.0, np.nan]), reward=0.0, model_version=0)
     with pytest.raises(ValueError, match="NaN"):
         sender.send_gradient(np.ones(3), reward=float("nan"), model_version=0)
+    with pytest.raises(ValueError, match="1..65536"):
+        sender.send_gradient(np.zeros(0, np.float32), reward=0.0, model_version=0)
     with pytest.raises(ValueError, match="65536"):
         sender.send_gradient(np.zeros(4 * 65536 + 1, np.float32), reward=0.0, model_version=0)
     s = sender.stats()

@@ -27,7 +27,7 @@ import numpy as np
 
 from worker_transport.aom import wall_clock_us, wrap_us
 from worker_transport.codec import Batch, decode, encode_array
-from worker_transport.fixedpoint import split_blocks, to_fixed
+from worker_transport.fixedpoint import num_blocks, split_blocks, to_fixed
 from worker_transport.policy import Feedback, OlafPolicy, SendPolicy
 from worker_transport.protocol import (
     DEFAULT_FRAC_BITS,
@@ -133,19 +133,19 @@ class Sender:
     def send_gradient(self, gradient: Any, *, reward: float, model_version: int) -> bool:
         """Send one update if the policy says so; True if it was sent.
 
-        Raises ``ValueError`` (and sends nothing) on NaN values or reward, or a gradient
-        too large for 16-bit block ids.
+        Raises ``ValueError`` (and sends nothing) on NaN values or reward, an empty
+        gradient, or one too large for 16-bit block ids.
         """
         if self._thread is None:
             self.poll(0.0)
         flat = as_float32_vector(gradient)
-        blocks = split_blocks(to_fixed(flat, self.frac_bits), self.values)
-        n = len(blocks)
-        if n > MAX_BLOCKS_ON_WIRE:
-            raise ValueError(f"{len(flat)} values need {n} blocks; block_id allows 65536")
-        if math.isnan(reward):
-            raise ValueError("reward is NaN")
-        reward_fixed = int(to_fixed(np.array([reward]), self.frac_bits)[0])
+        n = num_blocks(len(flat), self.values)
+        # Validate before the policy draw, so bad input is an error even when it would
+        # have been skipped, and changes nothing (not even the random stream).
+        if not 1 <= n <= MAX_BLOCKS_ON_WIRE:
+            raise ValueError(f"{len(flat)} values need {n} blocks; block_id allows 1..65536")
+        if math.isnan(reward) or np.isnan(flat).any():
+            raise ValueError("cannot send NaN (gradient or reward)")
         now = self.clock()
         p = float(self.policy.probability(self.feedback, now))
         self.last_p_s = p
@@ -153,6 +153,9 @@ class Sender:
             with self._lock:
                 self._counts["skipped_updates"] += 1
             return False
+        # Converted only once the update is going out: a skipped one costs no more.
+        blocks = split_blocks(to_fixed(flat, self.frac_bits), self.values)
+        reward_fixed = int(to_fixed(np.array([reward]), self.frac_bits)[0])
         batch = Batch.zeros(n, self.values)
         h = batch.headers
         h["version"] = VERSION
