@@ -116,14 +116,19 @@ def _print_table(title: str, columns: list[str], rows: list[list[Any]]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import logging
+
     from control_plane.controller import (
         Controller,
         ControllerError,
-        Topology,
         bmv2_device_config,
         quiet_stdout,
         tofino_device_config,
     )
+
+    # p4runtime-shell logs a broken stream at CRITICAL on the root logger; the CLI reports
+    # the error itself, once, so the root logger gets a handler that prints nothing.
+    logging.getLogger().addHandler(logging.NullHandler())
 
     def fail(message: str, code: int = 1) -> int:
         print(f"olaf ctl: error: {message}", file=sys.stderr)
@@ -132,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "push" and bool(args.tofino_bin) != bool(args.tofino_context):
         return fail("--tofino-bin and --tofino-context go together", 2)
     try:
-        topology = Topology.load(args.topology, args.switch) if getattr(args, "topology", None) else None
+        topology = _load_topology(args.topology, args.switch) if getattr(args, "topology", None) else None
     except ValueError as e:
         return fail(str(e), 2)
     writes = args.action in ("push", "set") or (args.action == "counters" and args.reset) or (
@@ -161,6 +166,29 @@ def run(args: argparse.Namespace) -> int:
         return 130
     finally:
         controller.close()
+
+
+def _load_topology(path: str, switch: str | None) -> Any:
+    """A control_plane ``Topology``: from its own JSON format, or derived from a p4lang/tutorials
+    style topology (``hosts``/``switches``/``links``, as in ``bmv2_topologies/``)."""
+    from control_plane.controller import Route, Topology
+
+    try:
+        spec = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise ValueError(f"cannot read topology {path}: {e}") from None
+    if not isinstance(spec, dict) or "links" not in spec:
+        return Topology.load(path, switch)
+    from bmv2_topologies.topology import load
+
+    topo = load(path)
+    if switch is None:
+        if len(topo.switches) != 1:
+            raise ValueError(f"{path} has switches {sorted(topo.switches)}: pick one with --switch")
+        switch = next(iter(topo.switches))
+    if switch not in topo.switches:
+        raise ValueError(f"{path} has no switch {switch!r} (it has {sorted(topo.switches)})")
+    return Topology([Route(r.prefix, r.port, r.mac) for r in topo.routes(switch)])
 
 
 def _emit(args: argparse.Namespace, doc: dict[str, Any], tables: list[tuple[str, list[str], list[list[Any]]]]
