@@ -136,8 +136,9 @@ class AoMTracker:
         self._t: list[np.ndarray] = []
         self._global: list[np.ndarray] = []
         self._per_worker: list[np.ndarray] = []
-        self._age_t: list[int] = []
-        self._ages: list[int] = []
+        # Chunks of int64 arrays, not Python ints: a long run records millions of DATA.
+        self._age_t: list[np.ndarray] = []
+        self._ages: list[np.ndarray] = []
         self._lock = threading.Lock()
         self.received = 0
         self.untracked = 0
@@ -161,8 +162,8 @@ class AoMTracker:
             self.last_worker_us[hit] = t
         else:
             self.untracked += 1
-        self._age_t.append(t)
-        self._ages.append(int(age_us(wrap_us(t), int(gen_time_us))))
+        self._age_t.append(np.array([t], np.int64))
+        self._ages.append(np.array([age_us(wrap_us(t), int(gen_time_us))], np.int64))
 
     def record_batch(
         self, received_us: int, contributors: np.ndarray, gen_time_us: np.ndarray
@@ -189,8 +190,8 @@ class AoMTracker:
             self.last_worker_us[hit] = t
         tracked = (np.asarray(contributors, np.uint64) & np.uint64(self._mask)) != 0
         self.untracked += int(n - tracked.sum())
-        self._age_t.extend([t] * n)
-        self._ages.extend(age_us(np.int64(wrap_us(t)), np.asarray(gen_time_us, np.int64)).tolist())
+        self._age_t.append(np.full(n, t, np.int64))
+        self._ages.append(age_us(np.int64(wrap_us(t)), np.asarray(gen_time_us, np.int64)))
 
     def advance(self, now_us: int | None = None) -> None:
         """Take every sample due at or before ``now_us`` (default: the clock's now)."""
@@ -225,8 +226,9 @@ class AoMTracker:
             per = cat(self._per_worker, (0, self.workers))
             # Keep the concatenation, so repeated reads stay cheap.
             self._t, self._global, self._per_worker = [t], [glob], [per]
-            age_t = np.asarray(self._age_t, np.int64)
-            ages = np.asarray(self._ages, np.int64)
+            age_t = cat(self._age_t, (0,))
+            ages = cat(self._ages, (0,))
+            self._age_t, self._ages = [age_t], [ages]
         return AoMSeries(
             t_ms=(t - self.start_us) / 1000.0,
             global_ms=glob / 1000.0,
