@@ -176,16 +176,25 @@ def test_in_process_training_learns_and_olaf_merges() -> None:
     assert olaf.blocks_applied == fifo.blocks_applied == 600 * 20
 
 
-def test_controller_sets_fraction_of_mean_reward_with_floor() -> None:
-    from olaf.drl.controller import RewardThresholdController
+def test_controller_loop_sets_fraction_of_mean_reward_with_floor_on_embedded_switch() -> None:
+    import threading
+    from types import SimpleNamespace
 
-    applied: list[int] = []
-    ctl = RewardThresholdController(applied.append, fraction=0.15, floor=1.0, history=4,
-                                    frac_bits=FRAC)
-    assert ctl.step() is None and applied == []  # no DATA yet: the switch keeps its maximum
-    ctl.observe([-200.0, -100.0])
-    assert ctl.step() == pytest.approx(22.5)
-    assert applied[-1] == round(22.5 * 2**FRAC)
-    ctl.observe([1.0, 1.0, 1.0, 1.0])  # history 4: the old rewards are gone
-    assert ctl.step() == 1.0  # 0.15 is below the floor
-    assert applied[-1] == 2**FRAC
+    from control_plane.controller import ThresholdLoop
+    from olaf.drl.controller import RecentRewards, embedded_setter
+    from worker_transport.protocol import INT32_MAX
+
+    queue = OlafQueue(QueueConfig(capacity=4, values=V, max_blocks=1))
+    switch = SimpleNamespace(queue=queue, lock=threading.Lock())
+    loop = ThresholdLoop(embedded_setter(switch, FRAC), floor=1.0, fraction=0.15)
+    rewards = RecentRewards(4)
+    loop.feed(rewards.snapshot())
+    assert loop.step() is None and queue.threshold == INT32_MAX  # no DATA yet: maximum kept
+    rewards.extend([-200.0, -100.0])
+    loop.feed(rewards.snapshot())
+    assert loop.step().threshold == pytest.approx(22.5)
+    assert queue.threshold == round(22.5 * 2**FRAC)
+    rewards.extend([1.0, 1.0, 1.0, 1.0])  # window of 4: the old rewards are gone
+    loop.feed(rewards.snapshot())
+    assert loop.step().threshold == 1.0  # 0.15 is below the floor
+    assert queue.threshold == 2**FRAC

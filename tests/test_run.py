@@ -41,7 +41,7 @@ def _cmdline(pid: int) -> str:
         return "?"
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(300)
 def test_short_run_learns_writes_metrics_and_plots_and_leaks_nothing(tmp_path: Path) -> None:
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "olaf.cli", "run", "--env", "CartPole-v1", "--workers", "4",
@@ -49,7 +49,7 @@ def test_short_run_learns_writes_metrics_and_plots_and_leaks_nothing(tmp_path: P
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, start_new_session=True)
     try:
-        output, _ = proc.communicate(timeout=100)
+        output, _ = proc.communicate(timeout=240)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, 9)

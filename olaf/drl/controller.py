@@ -1,10 +1,14 @@
-"""The controller loop's rule: reward threshold = ``fraction * |mean reward|`` (DESIGN.md §3).
+"""The controller loop of a run: the PS's recent DATA rewards drive the switch's threshold.
 
-The parameter server feeds the reward of every DATA it receives into ``observe``;
-every ``controller_interval`` the runner calls ``step``, which computes the new
-threshold from the mean of the recent rewards and hands the raw fixed-point value to
-``apply``. In the embedded mode ``apply`` sets ``queue.threshold`` under the switch's
-lock; with a P4 switch it is a P4Runtime register write (the control plane's job).
+The rule itself, ``threshold = max(fraction * |mean reward|, floor)`` (DESIGN.md §3),
+is ``control_plane.controller.ThresholdLoop``'s; this module feeds it and gives it the
+embedded switch as its target:
+
+* ``RecentRewards``: the reward of every DATA the PS receives goes in (receiver
+  thread); the loop reads the window's mean every interval (main thread);
+* ``embedded_setter``: the target for the in-process switch, which writes the raw
+  fixed-point threshold under the switch's lock. With a P4 switch the target is a
+  ``control_plane.controller.Controller`` instead (P4Runtime register write).
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -19,41 +24,36 @@ from worker_transport.fixedpoint import to_fixed
 from worker_transport.protocol import INT32_MAX
 
 
-class RewardThresholdController:
-    """Keeps recent DATA rewards; ``step`` sets the switch's threshold from their mean."""
+class RecentRewards:
+    """A thread-safe window of the last ``size`` DATA rewards (reward units)."""
 
-    def __init__(
-        self,
-        apply: Callable[[int], None],
-        *,
-        fraction: float = 0.15,
-        floor: float = 1.0,
-        history: int = 256,
-        frac_bits: int = 16,
-    ) -> None:
-        if fraction < 0 or floor < 0 or history < 1:
-            raise ValueError("fraction and floor must be >= 0 and history >= 1")
-        self.apply = apply
-        self.fraction = fraction
-        self.floor = floor
-        self.frac_bits = frac_bits
-        self._rewards: deque[float] = deque(maxlen=history)
+    def __init__(self, size: int) -> None:
+        if size < 1:
+            raise ValueError("size must be >= 1")
+        self._window: deque[float] = deque(maxlen=size)
         self._lock = threading.Lock()
-        self.threshold: float | None = None
-        """The last threshold set, in reward units (None until the first DATA)."""
 
-    def observe(self, rewards: list[float]) -> None:
+    def extend(self, rewards: list[float]) -> None:
         with self._lock:
-            self._rewards.extend(rewards)
+            self._window.extend(rewards)
 
-    def step(self) -> float | None:
-        """Set the threshold from the recent mean; None (and nothing set) without DATA yet."""
+    def snapshot(self) -> list[float]:
         with self._lock:
-            if not self._rewards:
-                return None
-            mean = sum(self._rewards) / len(self._rewards)
-        threshold = max(self.fraction * abs(mean), self.floor)
-        raw = int(min(int(to_fixed(np.array([threshold]), self.frac_bits)[0]), INT32_MAX))
-        self.apply(raw)
-        self.threshold = threshold
-        return threshold
+            return list(self._window)
+
+
+def threshold_raw(threshold: float, frac_bits: int) -> int:
+    """A threshold in reward units as the queue's raw fixed point, capped to int32."""
+    return int(min(int(to_fixed(np.array([threshold]), frac_bits)[0]), INT32_MAX))
+
+
+def embedded_setter(switch: Any, frac_bits: int) -> Callable[[float], int]:
+    """ThresholdLoop target for an in-process ``UdpSwitch``: returns the raw value set."""
+
+    def apply(threshold: float) -> int:
+        raw = threshold_raw(threshold, frac_bits)
+        with switch.lock:
+            switch.queue.threshold = raw
+        return raw
+
+    return apply

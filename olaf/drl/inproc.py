@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from control_plane.controller import ThresholdLoop
 from dataplane.queue import OlafQueue, QueueConfig
 from olaf.drl.config import A2CConfig
-from olaf.drl.controller import RewardThresholdController
+from olaf.drl.controller import RecentRewards, threshold_raw
 from olaf.drl.model import build_model
 from olaf.drl.packaging import averaged_block, gradient_updates
 from olaf.drl.server import ParameterServer
@@ -64,10 +65,12 @@ def train_in_process(
     pool = [RolloutWorker(env_id, w, cfg, seed * 1000 + w) for w in range(workers)]
     result = InProcessResult()
 
-    def set_threshold(raw: int) -> None:
-        queue.threshold = raw
+    def set_threshold(threshold: float) -> int:
+        queue.threshold = threshold_raw(threshold, frac_bits)
+        return queue.threshold
 
-    controller = RewardThresholdController(set_threshold, frac_bits=frac_bits)
+    controller = ThresholdLoop(set_threshold, floor=1.0)
+    rewards = RecentRewards(256)
     try:
         for turn in range(turns):
             worker = pool[turn % workers]
@@ -86,7 +89,8 @@ def train_in_process(
                 h = data.headers[i]
                 ps.apply_block(int(h["block_id"]),
                                averaged_block(data.values[i], int(h["agg_count"]), frac_bits))
-                controller.observe([int(h["reward"]) / 2**frac_bits])
+                rewards.extend([int(h["reward"]) / 2**frac_bits])
+            controller.feed(rewards.snapshot())
             controller.step()
     finally:
         for worker in pool:

@@ -238,9 +238,10 @@ def run_experiment(
     """Run one experiment to its duration or target; see the module doc."""
     import torch
 
+    from control_plane.controller import ThresholdLoop
     from dataplane.queue import OlafQueue, QueueConfig
     from dataplane.switch import UdpSwitch
-    from olaf.drl.controller import RewardThresholdController
+    from olaf.drl.controller import RecentRewards, embedded_setter
     from olaf.drl.model import build_model
     from olaf.drl.server import ParameterServer
     from olaf.drl.weights import WeightBoard
@@ -267,13 +268,10 @@ def run_experiment(
     receiver: Receiver | None = None
     receiver_error: BaseException | None = None
 
-    def set_threshold(raw: int) -> None:
-        with switch.lock:
-            switch.queue.threshold = raw
-
-    controller = RewardThresholdController(
-        set_threshold, fraction=cfg.threshold_fraction, floor=cfg.threshold_floor,
-        history=cfg.reward_history, frac_bits=cfg.frac_bits)
+    # The controller loop, in process: ThresholdLoop's rule, the embedded switch as target.
+    controller = ThresholdLoop(embedded_setter(switch, cfg.frac_bits), floor=cfg.threshold_floor,
+                               interval=cfg.controller_interval, fraction=cfg.threshold_fraction)
+    rewards = RecentRewards(cfg.reward_history)
     data_log = result.data
     t0 = time.time()
 
@@ -283,7 +281,7 @@ def run_experiment(
         t = batch.received_at / 1e6 - t0
         for i, block_id in enumerate(h["block_id"].tolist()):
             ps.apply_block(block_id, batch.values[i])
-        controller.observe(batch.rewards.tolist())
+        rewards.extend(batch.rewards.tolist())
         data_log.extend(
             (t, b, a, version - m, r)
             for b, a, m, r in zip(h["block_id"].tolist(), h["agg_count"].tolist(),
@@ -311,7 +309,7 @@ def run_experiment(
         t0 = receiver.aom.start_us / 1e6
         receiver.start()
         go.set()
-        _main_loop(cfg, result, ps, board, controller, switch, receiver, events, procs,
+        _main_loop(cfg, result, ps, board, controller, rewards, switch, receiver, events, procs,
                    progress, t0)
     finally:
         stop.set()
@@ -359,6 +357,7 @@ def _main_loop(
     ps: Any,
     board: Any,
     controller: Any,
+    rewards: Any,
     switch: Any,
     receiver: Any,
     events: Any,
@@ -381,6 +380,7 @@ def _main_loop(
             board.publish(*ps.snapshot())
             next_publish = now + cfg.broadcast_period
         if now >= next_control:
+            controller.feed(rewards.snapshot())
             controller.step()
             next_control = now + cfg.controller_interval
         reached = (cfg.target_reward is not None and len(recent) == cfg.target_window
@@ -402,7 +402,7 @@ def _main_loop(
                 outcomes=dict(switch.pipeline.snapshot()["outcomes"]),
                 model_version=ps.model_version,
                 blocks_applied=ps.blocks_applied,
-                threshold=controller.threshold,
+                threshold=controller.history[-1].threshold if controller.history else None,
                 updates_sent=sum(counters["sent"].values()),
                 updates_skipped=sum(counters["skipped"].values()),
             )

@@ -62,6 +62,13 @@ class StalenessConfig:
     """Weight each gradient by ``1/sqrt(delta)`` (the ``alpha0/sqrt(delta)`` rule)."""
     min_delta_max: float = 1.0
     """Floor of ``delta_max``, in model versions."""
+    refresh_before_loss: bool = True
+    """Workers take the newest published weights between acting and computing the loss,
+    so the gradient is taken at (and stamped with) a fresher version; the truncated
+    importance weight below corrects for acting with the older one."""
+    rho: float = 1.0
+    """Truncation ``rho`` of the importance weight in the workers' policy loss
+    (olaf.drl.truncation)."""
 
     def __post_init__(self) -> None:
         checks = [
@@ -69,6 +76,7 @@ class StalenessConfig:
             (self.max_hold >= 0.0 and math.isfinite(self.max_hold), "max_hold must be >= 0 s"),
             (self.max_pending >= 1, "max_pending must be >= 1"),
             (self.min_delta_max > 0.0, "min_delta_max must be > 0"),
+            (self.rho > 0.0, "rho must be > 0"),
         ]
         for ok, message in checks:
             if not ok:
