@@ -278,8 +278,15 @@ class Controller:
             and client.arbitration.status.code == code_pb2.OK
 
     def _load_p4info(self) -> None:
-        with _p4rt_errors("GetForwardingPipelineConfig"):
-            p4info = self.client.get_p4info()
+        try:
+            with _p4rt_errors("GetForwardingPipelineConfig"):
+                p4info = self.client.get_p4info()
+        except ControllerError as e:
+            # bmv2 answers FAILED_PRECONDITION until a pipeline is pushed; the spec's
+            # answer is an unset config. Either way: no pipeline yet.
+            if e.code != "FAILED_PRECONDITION":
+                raise
+            p4info = p4info_pb2.P4Info()
         sh.context.set_p4info(p4info)
 
     @property

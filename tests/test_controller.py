@@ -210,44 +210,57 @@ def test_sessions_backups_and_lifetime(target: Target) -> None:
         Controller(target.p4runtime).settings()
 
 
-def ctl_cli(target: Target, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(olaf_command("ctl", "--target", target.p4runtime, *args), cwd=REPO,
-                          capture_output=True, text=True, timeout=60)
+def ctl_cli(capsys: pytest.CaptureFixture, target: Target, *args: str) -> tuple[int, str, str]:
+    """``olaf ctl`` in this process (the CLI's own code path, without a Python start-up per call)."""
+    from olaf.cli import main
+
+    code = main(["ctl", "--target", target.p4runtime, *args])
+    out, err = capsys.readouterr()
+    return code, out, err
 
 
-def test_cli_sets_and_shows(target: Target) -> None:
+def test_cli_sets_and_shows(capsys: pytest.CaptureFixture, target: Target) -> None:
     with Controller(target.p4runtime, election_id=(5, 0)) as c:
         c.push_pipeline(P4INFO)
-    done = ctl_cli(target, "--election-id", "5,0", "--json", "set", "--mode", "fifo", "--threshold", "1.5",
-                   "--drop-prob", "2:0.25")
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["settings"]["mode"] == "FIFO"
-    shown = ctl_cli(target, "--json", "show")
+    code, out, err = ctl_cli(capsys, target, "--election-id", "5,0", "--json", "set", "--mode", "fifo",
+                             "--threshold", "1.5", "--drop-prob", "2:0.25")
+    assert code == 0, err
+    assert json.loads(out)["settings"]["mode"] == "FIFO"
+    shown = subprocess.run(olaf_command("ctl", "--target", target.p4runtime, "--json", "show"), cwd=REPO,
+                           capture_output=True, text=True, timeout=60)  # once through the entry point
     assert shown.returncode == 0, shown.stderr
     doc = json.loads(shown.stdout)
     assert doc["settings"]["reward_threshold"] == 1.5 and doc["drop_prob"] == {"2": 0.25}
     assert set(doc["queue"]) == {"occupied", "read_ptr", "write_ptr", "active_clusters", "cluster_count"}
     assert set(doc["counters"]["outcomes"]) == {o.name for o in Outcome}
     assert outcomes(target.ask(update(1), update(2))) == [Outcome.ENQUEUED, Outcome.ENQUEUED]  # FIFO
+    code, out, err = ctl_cli(capsys, target, "--json", "registers", "reg_occupied")
+    assert code == 0 and json.loads(out) == {"registers": {"reg_occupied": [2]}}
+    code, out, err = ctl_cli(capsys, target, "--json", "watch", "--count", "1", "--interval", "0.05")
+    assert code == 0 and json.loads(out)["queue"]["occupied"] == 2
     target.drain()
-    denied = ctl_cli(target, "set", "--mode", "olaf")  # default election id 0,1 < 5,0
-    assert denied.returncode == 1 and "PERMISSION_DENIED" in denied.stderr and "5,0" in denied.stderr
-    table = ctl_cli(target, "counters")
-    assert table.returncode == 0 and "ENQUEUED" in table.stdout
+    code, out, err = ctl_cli(capsys, target, "set", "--mode", "olaf")  # default election id 0,1 < 5,0
+    assert code == 1 and "PERMISSION_DENIED" in err and "5,0" in err
+    code, out, err = ctl_cli(capsys, target, "counters")
+    assert code == 0 and "ENQUEUED" in out and "MERGED" in out
+    code, out, err = ctl_cli(capsys, target, "routes", "--add", "10.1.0.0/16=3")
+    assert code == 1 and "PERMISSION_DENIED" in err
     with Controller(target.p4runtime, election_id=(5, 0)) as c:
         c.configure(mode="olaf")
 
 
-def test_cli_errors_are_one_line_with_exit_codes() -> None:
+def test_cli_errors_are_one_line_with_exit_codes(capsys: pytest.CaptureFixture) -> None:
+    from olaf.cli import main
+
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         free = s.getsockname()[1]
-    done = subprocess.run(olaf_command("ctl", "--target", f"127.0.0.1:{free}", "--timeout", "1", "show"),
-                          cwd=REPO, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 1 and done.stderr.startswith("olaf ctl: error: no P4Runtime session")
-    done = subprocess.run(olaf_command("ctl", "--target", "x:1", "set", "--drop-prob", "1:2"),
-                          cwd=REPO, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 2 and "outside [0, 1]" in done.stderr
+    assert main(["ctl", "--target", f"127.0.0.1:{free}", "--timeout", "1", "show"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("olaf ctl: error: no P4Runtime session") and err.count("\n") == 1
+    with pytest.raises(SystemExit) as e:
+        main(["ctl", "--target", "x:1", "set", "--drop-prob", "1:2"])
+    assert e.value.code == 2 and "outside [0, 1]" in capsys.readouterr().err
 
 
 # -- pieces without a target --------------------------------------------------------------------

@@ -128,7 +128,9 @@ def run(args: argparse.Namespace) -> int:
 
     # p4runtime-shell logs a broken stream at CRITICAL on the root logger; the CLI reports
     # the error itself, once, so the root logger gets a handler that prints nothing.
-    logging.getLogger().addHandler(logging.NullHandler())
+    root = logging.getLogger()
+    if not any(isinstance(h, logging.NullHandler) for h in root.handlers):
+        root.addHandler(logging.NullHandler())
 
     def fail(message: str, code: int = 1) -> int:
         print(f"olaf ctl: error: {message}", file=sys.stderr)
