@@ -23,6 +23,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from worker_transport.protocol import HEADER_LEN, OLAF_PORT, VERSION, Mode, MsgType
 
@@ -319,7 +320,7 @@ def replay_on_bmv2(vector: Vector, build_dir: Path) -> tuple[list[bytes], list[b
 # -- the P4 source interpreter (p4/tools/p4sim.py) -------------------------------------------
 
 
-def load_p4sim():  # noqa: ANN201 - a module loaded from a path
+def load_p4sim() -> Any:
     """p4/tools/p4sim.py as a module (p4/ is not a Python package)."""
     path = REPO / "p4" / "tools" / "p4sim.py"
     spec = importlib.util.spec_from_file_location("olaf_p4sim", path)
@@ -332,8 +333,12 @@ def load_p4sim():  # noqa: ANN201 - a module loaded from a path
     return module
 
 
-def replay_on_p4sim(vector: Vector, main: Path = P4_MAIN) -> tuple[list[bytes], list[bytes]]:
-    """Run the vector through the P4 source itself, interpreted; (port 0 output, expected)."""
+def replay_on_p4sim(vector: Vector, main: Path = P4_MAIN) -> tuple[list[bytes], list[bytes], Any]:
+    """Run the vector through the P4 source itself, interpreted.
+
+    Returns (frames out of port 0, frames expected on port 0, the interpreter's Switch
+    with its final register and counter state).
+    """
     p4sim = load_p4sim()
     defines = dict(d[2:].split("=", 1) for d in config_defines(vector.config))
     switch = p4sim.Switch(main, defines)
@@ -342,4 +347,63 @@ def replay_on_p4sim(vector: Vector, main: Path = P4_MAIN) -> tuple[list[bytes], 
         for port, out in switch.process(request_frame(payload, i), ingress_port=0):
             if port == 0:
                 got.append(out)
-    return got, expected_frames(vector)
+    return got, expected_frames(vector), switch
+
+
+def reference_queue(vector: Vector) -> Any:
+    """The reference OlafQueue after processing every input of the vector."""
+    from dataplane.queue import OlafQueue, QueueConfig
+    from worker_transport.codec import decode
+
+    c = vector.config
+    config = QueueConfig(
+        capacity=c["capacity"],
+        values=c["values"],
+        max_clusters=c["max_clusters"],
+        max_blocks=c["max_blocks"],
+        frac_bits=c["frac_bits"],
+        mode=Mode[c["mode"].upper()] if isinstance(c["mode"], str) else Mode(c["mode"]),
+        threshold=c["threshold"],
+        congestion_threshold=c["congestion_threshold"],
+    )
+    queue = OlafQueue(config)
+    queue.process(decode([payload for payload, _ in vector.steps], config.values))
+    return queue
+
+
+def state_differences(switch: Any, queue: Any) -> list[str]:
+    """Where the P4 program's registers and counters disagree with the reference queue."""
+    from dataplane.queue import SLOT_FIELDS
+
+    regs = switch.registers
+    counters = switch.counters
+    cfg = queue.config
+    diffs = []
+
+    def check(what: str, got: object, want: object) -> None:
+        if got != want:
+            diffs.append(f"{what}: P4 {got!r} != reference {want!r}")
+
+    check("occupied", regs["OlafIngress.reg_occupied"][0], queue.occupied)
+    check("read_ptr", regs["OlafIngress.reg_read_ptr"][0], queue.read_ptr)
+    check("write_ptr", regs["OlafIngress.reg_write_ptr"][0], queue.write_ptr)
+    check("active_clusters", regs["OlafIngress.reg_active_clusters"][0], queue.active_clusters)
+    clusters = regs["OlafIngress.reg_cluster_count"][: cfg.max_clusters]
+    check("cluster_count", clusters, queue.cluster_count)
+    index = {}
+    for key, slot in enumerate(queue.index):
+        if slot >= 0:
+            cluster, block = divmod(key, cfg.max_blocks)
+            index[(cluster << 10) | block] = slot + 1
+    p4_index = {k: v for k, v in enumerate(regs["OlafIngress.reg_index"]) if v}
+    check("index", p4_index, index)
+    for k in range(queue.occupied):
+        s = (queue.read_ptr + k) % cfg.capacity
+        for name in SLOT_FIELDS:
+            check(f"slot {s} {name}", regs[f"OlafIngress.reg_slot_{name}"][s], queue.slots[name][s])
+        values = regs["OlafIngress.reg_values"][s * cfg.values : (s + 1) * cfg.values]
+        check(f"slot {s} values", values, queue.values[s].tolist())
+    outcomes = queue.counters.outcomes
+    check("outcome_counter", counters["OlafIngress.outcome_counter"][: len(outcomes)], outcomes)
+    check("msg_type_counter", counters["OlafIngress.msg_type_counter"], queue.counters.msg_types)
+    return diffs

@@ -312,6 +312,14 @@ def test_tna_stateful_alus_fit_tofino1(tna: P4Source) -> None:
 def test_tna_uses_the_contract_names(tna: P4Source) -> None:
     for name in ("olaf_config", "ipv4_lpm", "drop_sim", "util_lookup"):
         assert re.search(r"\btable\s+" + name + r"\b", tna.text), name
-    for name in ("outcome_counter", "msg_type_counter", "reg_occupied", "reg_read_ptr", "reg_write_ptr",
-                 "reg_active_clusters", "reg_cluster_count", "reg_index"):
+    for name in (
+        "outcome_counter",
+        "msg_type_counter",
+        "reg_occupied",
+        "reg_read_ptr",
+        "reg_write_ptr",
+        "reg_active_clusters",
+        "reg_cluster_count",
+        "reg_index",
+    ):
         assert re.search(r"\)\s*" + name + r"\s*;", tna.text), name

@@ -64,8 +64,14 @@ def test_pcap_round_trip(tmp_path: Path) -> None:
 
 def test_config_defines_follow_the_vector_config() -> None:
     config = {
-        "capacity": 4, "values": 64, "max_clusters": 16, "max_blocks": 1024,
-        "frac_bits": 16, "mode": "fifo", "threshold": 65536, "congestion_threshold": 192,
+        "capacity": 4,
+        "values": 64,
+        "max_clusters": 16,
+        "max_blocks": 1024,
+        "frac_bits": 16,
+        "mode": "fifo",
+        "threshold": 65536,
+        "congestion_threshold": 192,
     }
     defines = p4_replay.config_defines(config)
     assert "-DOLAF_DEFAULT_MODE=1" in defines and "-DOLAF_DEFAULT_CAPACITY=4" in defines
@@ -97,10 +103,13 @@ def test_vectors_on_p4_source(path: Path | None) -> None:
     """p4/olaf.p4's own logic, run by the interpreter, reproduces every vector."""
     if path is None:
         pytest.skip("no files in tests/vectors/ yet")
-    got, expected = p4_replay.replay_on_p4sim(p4_replay.load_vector(path))
+    vector = p4_replay.load_vector(path)
+    got, expected, switch = p4_replay.replay_on_p4sim(vector)
     for i, (g, e) in enumerate(zip(got, expected, strict=False)):
         assert g.hex() == e.hex(), f"{path.name}: reply {i} differs"
     assert len(got) == len(expected)
+    # Registers and counters end where the reference queue's state and counters end.
+    assert p4_replay.state_differences(switch, p4_replay.reference_queue(vector)) == []
 
 
 def test_interpreter_catches_a_wrong_rule(tmp_path: Path) -> None:
@@ -115,7 +124,7 @@ def test_interpreter_catches_a_wrong_rule(tmp_path: Path) -> None:
     assert text.count("diff < (bit<32>)meta.cfg_threshold") == 1
     rule = "diff < (bit<32>)meta.cfg_threshold"
     queue.write_text(text.replace(rule, rule.replace("<", "<=", 1)))
-    got, expected = p4_replay.replay_on_p4sim(p4_replay.load_vector(tie), mutant / "olaf.p4")
+    got, expected, _ = p4_replay.replay_on_p4sim(p4_replay.load_vector(tie), mutant / "olaf.p4")
     assert got != expected
 
 
@@ -141,12 +150,16 @@ def test_p4info_matches_compiler(build_dir: Path) -> None:
         out: dict = {}
         for t in info.tables:
             out[("table", t.preamble.name)] = (
-                t.preamble.id, t.preamble.alias, t.size, sorted(a.id for a in t.action_refs),
+                t.preamble.id,
+                t.preamble.alias,
+                t.size,
+                sorted(a.id for a in t.action_refs),
                 [(m.name, m.bitwidth, m.match_type) for m in t.match_fields],
             )
         for a in info.actions:
             out[("action", a.preamble.name)] = (
-                a.preamble.id, [(p.id, p.name, p.bitwidth) for p in a.params],
+                a.preamble.id,
+                [(p.id, p.name, p.bitwidth) for p in a.params],
             )
         for c in info.counters:
             out[("counter", c.preamble.name)] = (c.preamble.id, c.size, c.spec.unit)

@@ -94,7 +94,7 @@ def tokenize(text: str, defines: dict[str, str]) -> list[str]:
     while pos < len(text):
         m = TOKEN.match(text, pos)
         if m is None:
-            raise P4SimError(f"cannot lex at {text[pos:pos + 30]!r}")
+            raise P4SimError(f"cannot lex at {text[pos : pos + 30]!r}")
         pos = m.end()
         tok = m.group(m.lastgroup)
         if m.lastgroup == "id" and tok in defines:
@@ -212,8 +212,16 @@ class Cursor:
 
 
 BINARY = [
-    ["||"], ["&&"], ["==", "!="], ["<", ">", "<=", ">="], ["|"], ["^"], ["&"], ["<<", ">>"],
-    ["+", "-", "|+|", "|-|"], ["*"],
+    ["||"],
+    ["&&"],
+    ["==", "!="],
+    ["<", ">", "<=", ">="],
+    ["|"],
+    ["^"],
+    ["&"],
+    ["<<", ">>"],
+    ["+", "-", "|+|", "|-|"],
+    ["*"],
 ]
 
 
