@@ -80,13 +80,19 @@ class Testbed:
     """One topology on Mininet, with ``switch`` ('soft' or 'bmv2') as every switch's data plane."""
 
     def __init__(self, topology: Topology, out_dir: str | Path, *, switch: str = "soft",
-                 switch_args: dict[str, list[str]] | None = None, tag: str | None = None) -> None:
+                 queue: dict[str, Any] | None = None, switch_args: dict[str, list[str]] | None = None,
+                 tag: str | None = None) -> None:
+        """``queue``: OlafQueue settings for every switch (mode, capacity, values, max_blocks,
+        max_clusters, frac_bits); ``switch_args``: extra ``olaf switch`` flags per switch name
+        (``"*"``: every switch), e.g. ``--drop-prob``/``--delay-ms`` (soft switch only)."""
         if switch not in SWITCH_KINDS:
             raise ValueError(f"switch must be one of {SWITCH_KINDS}, not {switch!r}")
         self.topology = topology
         self.out = Path(out_dir)
         self.switch_kind = switch
+        self.queue = dict(queue or {})
         self.switch_args = switch_args or {}
+        self.control: Any = None
         self.tag = tag or secrets.token_hex(2)[:3]
         self.hosts: dict[str, Any] = {}
         self.switch_nodes: dict[str, Any] = {}
@@ -198,28 +204,45 @@ class Testbed:
     # -- switches ----------------------------------------------------------------------
 
     def _start_switches(self) -> None:
+        from bmv2_topologies.control import SwitchControl, Target
+
+        targets = []
         if self.switch_kind == "soft":
-            for name in self.topology.switches:
-                self._start_soft_switch(name)
+            for device, name in enumerate(self.topology.switches, start=1):
+                targets.append(Target(name, self._start_soft_switch(name, device), device))
         else:
             from bmv2_topologies.bmv2 import Bmv2Switches
 
             self.bmv2 = Bmv2Switches(self)
-            self.bmv2.start()
+            targets = self.bmv2.start()
+        self.control = SwitchControl(targets)
+        for t in targets:
+            self.control.wait_ready(t.switch, 30)
+            settings = {"mode": self.queue.get("mode", "olaf")}
+            if self.switch_kind == "bmv2":
+                # bmv2 reads the queue dimensions from olaf_config; the software switch fixes
+                # them at start (its flags) and refuses a change over P4Runtime.
+                settings |= {k: v for k, v in self._queue_flags(t.switch).items()
+                             if k in ("capacity", "max_clusters", "max_blocks", "frac_bits")}
+            self.control.program(t.switch, self.topology.routes(t.switch), **settings)
 
-    def _start_soft_switch(self, name: str) -> None:
-        table = self.out / f"{name}-forwarding.json"
-        routes = [{"prefix": r.prefix, "port": r.port, "mac": r.mac} for r in self.topology.routes(name)]
-        table.write_text(json.dumps({"routes": routes}, indent=1))
+    def _queue_flags(self, switch: str) -> dict[str, Any]:
+        """Queue settings of ``switch``: the testbed's, then the topology's per-switch ones."""
+        flags = {k: v for k, v in self.queue.items() if k != "mode"}
+        flags.update(self.topology.switches[switch].olaf)
+        return flags
+
+    def _start_soft_switch(self, name: str, device: int) -> str:
+        """Start ``olaf switch`` on ``name``'s ports; returns its P4Runtime address."""
         argv = ["switch"]
         for port, intf in sorted(self.switch_ports[name].items()):
             argv += ["-i", f"{port}@{intf}"]
-        argv += ["--forwarding", str(table)]
-        for key, value in self.topology.switches[name].olaf.items():
+        argv += ["--p4runtime", "127.0.0.1:0", "--device-id", str(device)]
+        for key, value in self._queue_flags(name).items():
             argv += [f"--{key.replace('_', '-')}", str(value)]
         argv += self.switch_args.get(name, self.switch_args.get("*", []))
         proc = self.spawn(f"switch-{name}", olaf_command(*argv))
-        self.wait_for_line(proc, "listening on", 20)
+        return self.wait_for_line(proc, "p4runtime on", 30).split()[-1]
 
     # -- processes ---------------------------------------------------------------------
 
@@ -269,6 +292,15 @@ class Testbed:
             if proc.popen.returncode != 0:
                 raise TestbedError(f"{proc.name} exited with {proc.popen.returncode}:\n"
                                    f"{proc.output()[-3000:]}")
+
+    def stop_all(self, procs: list[Process], grace: float = 5.0) -> None:
+        """SIGTERM to all of ``procs`` in order, then wait for each (exits overlap)."""
+        for proc in procs:
+            if proc.popen.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.popen.send_signal(signal.SIGTERM)
+        for proc in procs:
+            self.stop(proc, grace)
 
     def stop(self, proc: Process, grace: float = 5.0) -> int | None:
         """SIGTERM (the commands' clean stop), then SIGKILL after ``grace`` seconds."""

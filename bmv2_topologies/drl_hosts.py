@@ -1,0 +1,354 @@
+"""The main job's DRL processes for separate hosts: ``python -m bmv2_topologies.drl_hosts
+ps|worker ...``, built on olaf.drl's public pieces (``build_model``, ``ParameterServer``,
+``RolloutWorker``, ``RewardThresholdController``) and worker_transport's ``Sender`` and
+``Receiver``.
+
+``olaf run`` (olaf.drl.runner) keeps the switch and the PS in one process and hands
+weights to the workers through shared memory. Here every role is its own program on
+its own Mininet host, and everything crosses the network:
+
+* gradients: workers send UPDATE blocks to the PS's address; the first switch queues
+  them and ACKs; the PS PULLs DATA from the switch it is plugged into;
+* weights: every ``broadcast_period`` the PS sends the weights as MODEL messages
+  (DESIGN.md §1: V values per block, fixed point with ``frac_bits``, ``model_version``
+  and ``block_id`` set, ``seq`` the broadcast number) to UDP port 20300 of every
+  worker; switches forward MODEL like any IPv4 packet. A worker loads a version once it
+  has all of its blocks, so a lost MODEL packet only delays the next version;
+* the reward threshold: the PS prints ``rewards MEAN`` lines (the mean reward of recent
+  DATA); the launcher, in the root namespace where the switches' P4Runtime servers are,
+  feeds them to the control plane's ``ThresholdLoop``.
+
+Output (line-oriented, read by ``bmv2_topologies.experiment``): ``ready``; the worker's
+``episode TIME RETURN LENGTH`` and ``progress STEPS SENT SKIPPED``; the PS's ``rewards``,
+``progress VERSION APPLIED AOM_MS`` and, on exit, ``final {json}``. Both stop cleanly on
+SIGTERM. They start work when the ``--go`` file appears, so that every process's start-up
+(importing torch) is not counted as training time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import math
+import signal
+import socket
+import sys
+import threading
+import time
+from collections import deque
+from pathlib import Path
+
+import numpy as np
+
+from worker_transport.codec import Batch, decode, encode_array
+from worker_transport.fixedpoint import from_fixed, join_blocks, split_blocks, to_fixed
+from worker_transport.protocol import OLAF_PORT, VERSION, MsgType
+
+PROGRESS_PERIOD = 0.25
+
+
+# -- weights as MODEL messages ---------------------------------------------------------
+def model_messages(weights: np.ndarray, version: int, broadcast: int, *, values: int,
+                   frac_bits: int) -> np.ndarray:
+    """The MODEL packets (rows of bytes) carrying ``weights`` at ``version``."""
+    blocks = split_blocks(to_fixed(np.asarray(weights, np.float32), frac_bits), values)
+    batch = Batch.zeros(len(blocks), values)
+    h = batch.headers
+    h["version"] = VERSION
+    h["msg_type"] = MsgType.MODEL
+    h["block_id"] = np.arange(len(blocks))
+    h["num_values"] = values
+    h["frac_bits"] = frac_bits
+    h["seq"] = broadcast & 0xFFFFFFFF
+    h["model_version"] = version & 0xFFFFFFFF
+    h["gen_time_us"] = int(time.time() * 1e6) & 0xFFFFFFFF
+    batch.values[:] = blocks
+    return encode_array(batch)
+
+
+class ModelAssembler:
+    """Collects MODEL blocks; ``feed`` returns ``(weights, version)`` when a newer version
+    is complete. Blocks of older versions than the newest complete one are ignored."""
+
+    def __init__(self, num_params: int, values: int, frac_bits: int) -> None:
+        self.num_params = num_params
+        self.values = values
+        self.frac_bits = frac_bits
+        self.num_blocks = -(-num_params // values)
+        self.version = -1
+        self._partial: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self.foreign = 0
+
+    def feed(self, payloads: list[bytes]) -> tuple[np.ndarray, int] | None:
+        if not payloads:
+            return None
+        batch = decode(payloads, self.values)
+        h = batch.headers
+        done: tuple[np.ndarray, int] | None = None
+        for i in range(len(h)):
+            if (h["msg_type"][i] != MsgType.MODEL or h["num_values"][i] != self.values
+                    or h["block_id"][i] >= self.num_blocks):
+                self.foreign += 1
+                continue
+            version = int(h["model_version"][i])
+            if version <= self.version:
+                continue
+            blocks, seen = self._partial.setdefault(
+                version, (np.zeros((self.num_blocks, self.values), np.int32),
+                          np.zeros(self.num_blocks, bool)))
+            b = int(h["block_id"][i])
+            blocks[b] = batch.values[i]
+            seen[b] = True
+            if seen.all():
+                self.version = version
+                done = (from_fixed(join_blocks(blocks, self.num_params), self.frac_bits)
+                        .astype(np.float32), version)
+                self._partial = {v: p for v, p in self._partial.items() if v > version}
+        # A version that never completes must not pile up.
+        while len(self._partial) > 8:
+            del self._partial[min(self._partial)]
+        return done
+
+
+def _recv_all(sock: socket.socket) -> list[bytes]:
+    out = []
+    while True:
+        try:
+            out.append(sock.recv(65535))
+        except (BlockingIOError, InterruptedError):
+            return out
+
+
+def load_config(path: str) -> object:
+    from olaf.drl.config import A2CConfig, RunConfig
+
+    spec = json.loads(Path(path).read_text())
+    learner = spec.pop("learner", {})
+    if "adam_betas" in learner:
+        learner["adam_betas"] = tuple(learner["adam_betas"])
+    return RunConfig(**spec, learner=A2CConfig(**learner))
+
+
+def config_json(cfg: object) -> str:
+    return json.dumps(dataclasses.asdict(cfg), indent=1)  # type: ignore[call-overload]
+
+
+def _wait_go(go: Path, stop: threading.Event) -> bool:
+    while not go.exists():
+        if stop.wait(0.02):
+            return False
+    return True
+
+
+def _host_port(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    return host, int(port)
+
+
+def _stop_event() -> threading.Event:
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    return stop
+
+
+# -- parameter server --------------------------------------------------------------------
+def ps_main(args: argparse.Namespace) -> int:
+    import torch
+
+    from olaf.drl.model import build_model
+    from olaf.drl.server import ParameterServer
+    from worker_transport.receiver import DataBatch, Receiver
+    from worker_transport.transport import UdpTransport
+
+    stop = _stop_event()
+    cfg = load_config(args.config)
+    torch.set_num_threads(1)
+    model = build_model(cfg.env_id, cfg.learner.hidden, cfg.seed)
+    ps = ParameterServer(model.flat_parameters(), cfg.learner, cfg.values)
+    workers = [(w, OLAF_PORT) for w in args.workers.split(",")]
+    model_sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+
+    # The mean reward of recent DATA; the launcher's ThresholdLoop (control_plane) turns
+    # it into the switches' threshold (DESIGN.md §3).
+    recent_rewards: deque[float] = deque(maxlen=cfg.reward_history)
+    rewards_lock = threading.Lock()
+    data_log: list[tuple[float, int, int, int, float]] = []
+    t0 = time.time()
+
+    def on_batch(batch: DataBatch) -> None:
+        h = batch.headers
+        version = ps.model_version
+        t = batch.received_at / 1e6 - t0
+        for i, block_id in enumerate(h["block_id"].tolist()):
+            if block_id < ps.num_blocks:
+                ps.apply_block(block_id, batch.values[i])
+        with rewards_lock:
+            recent_rewards.extend(batch.rewards.tolist())
+        data_log.extend(
+            (t, b, a, version - m, r)
+            for b, a, m, r in zip(h["block_id"].tolist(), h["agg_count"].tolist(),
+                                  h["model_version"].tolist(), batch.rewards.tolist(), strict=True))
+
+    broadcasts = 0
+
+    def broadcast() -> None:
+        nonlocal broadcasts
+        weights, version = ps.snapshot()
+        rows = model_messages(weights, version, broadcasts, values=cfg.values, frac_bits=cfg.frac_bits)
+        for addr in workers:
+            for row in rows:
+                with contextlib.suppress(OSError):  # a full socket buffer drops one copy
+                    model_sock.sendto(row, addr)
+        broadcasts += 1
+
+    print(f"ready ps {len(ps.params)} params in {ps.num_blocks} blocks", flush=True)
+    receiver = None
+    error: BaseException | None = None
+    try:
+        # Weights go out before the start, so workers can build their first policy.
+        while not Path(args.go).exists():
+            broadcast()
+            if stop.wait(0.2):
+                break
+        receiver = Receiver(UdpTransport(_host_port(args.pull_from)), values=cfg.values,
+                            frac_bits=cfg.frac_bits, pull_rate=cfg.pull_rate, on_batch=on_batch,
+                            workers=min(cfg.workers, 32))
+        t0 = receiver.aom.start_us / 1e6
+        receiver.start()
+        print(f"start {t0:.6f}", flush=True)
+        next_publish = next_control = next_progress = time.time()
+        while not stop.is_set() and receiver.running:
+            now = time.time()
+            if now >= next_publish:
+                broadcast()
+                next_publish = now + cfg.broadcast_period
+            if now >= next_control:
+                with rewards_lock:
+                    recent = list(recent_rewards)
+                if recent:
+                    mean = sum(recent) / len(recent)
+                    print(f"rewards {mean:.6f}", flush=True)
+                next_control = now + cfg.controller_interval
+            if now >= next_progress:
+                receiver.aom.advance()
+                tail = receiver.aom.series.global_ms
+                aom = float(tail[-1]) if len(tail) else math.nan
+                print(f"progress {ps.model_version} {ps.blocks_applied} {aom:.3f}", flush=True)
+                next_progress = now + PROGRESS_PERIOD
+            stop.wait(min(cfg.broadcast_period, 0.02))
+    finally:
+        stopping = time.monotonic()
+        if receiver is not None:
+            try:
+                receiver.close()
+            except Exception as e:  # reported after the final line
+                error = e
+        model_sock.close()
+    print(f"stopped receiver in {time.monotonic() - stopping:.3f}s", flush=True)
+    final: dict = {"model_version": ps.model_version, "blocks_applied": ps.blocks_applied,
+                   "num_parameters": len(ps.params), "num_blocks": ps.num_blocks,
+                   "broadcasts": broadcasts, "t0": t0}
+    if receiver is not None:
+        final["receiver"] = receiver.stats()
+        final["aom"] = receiver.aom.summary()
+        s = receiver.aom.series
+        np.savez(args.npz, aom_t_ms=s.t_ms, aom_global_ms=s.global_ms, update_age_ms=s.ages_ms,
+                 data=np.array(data_log, np.float64).reshape(-1, 5))
+    print("final " + json.dumps(final, default=str).replace("NaN", "null"), flush=True)
+    if error is not None:
+        print(f"ps: receiver failed: {error!r}", file=sys.stderr, flush=True)
+        return 1
+    return 0
+
+
+# -- worker ------------------------------------------------------------------------------
+def worker_main(args: argparse.Namespace) -> int:
+    import torch
+
+    from olaf.drl.worker import RolloutWorker
+    from worker_transport.policy import AlwaysSend, OlafPolicy
+    from worker_transport.sender import Sender
+    from worker_transport.transport import UdpTransport
+
+    stop = _stop_event()
+    cfg = load_config(args.config)
+    torch.set_num_threads(1)
+    w = args.worker_id
+    worker = RolloutWorker(cfg.env_id, w, cfg.learner, cfg.seed * 1000 + w)
+    num_params = worker.model.num_parameters
+    policy = OlafPolicy(cfg.capacity) if cfg.mode == "olaf" else AlwaysSend()
+    sender = Sender(UdpTransport(_host_port(args.ps)), cluster_id=0, worker_id=w, values=cfg.values,
+                    frac_bits=cfg.frac_bits, policy=policy, seed=cfg.seed * 1000 + w,
+                    ack_thread=False)
+    model_sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    model_sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+    model_sock.bind(("0.0.0.0", OLAF_PORT))
+    model_sock.setblocking(False)
+    weights = ModelAssembler(num_params, cfg.values, cfg.frac_bits)
+    steps = 0
+    try:
+        deadline = time.monotonic() + args.weights_timeout
+        while worker.model_version < 0:
+            got = weights.feed(_recv_all(model_sock))
+            if got is not None:
+                worker.load_weights(*got)
+            elif stop.wait(0.02) or time.monotonic() > deadline:
+                print(f"worker {w}: no complete MODEL from the PS", file=sys.stderr, flush=True)
+                return 1
+        print(f"ready worker {w} version {worker.model_version}", flush=True)
+        if not _wait_go(Path(args.go), stop):
+            return 0
+        last_report = time.monotonic()
+        while not stop.is_set():
+            got = weights.feed(_recv_all(model_sock))
+            if got is not None:
+                worker.load_weights(*got)
+            grad = worker.rollout()
+            sender.send_gradient(grad.flat, reward=grad.reward, model_version=grad.model_version)
+            now = time.time()
+            for e in grad.episodes:
+                print(f"episode {now:.6f} {e.ret:.6f} {e.length}", flush=True)
+            steps += grad.steps
+            if time.monotonic() - last_report >= PROGRESS_PERIOD:
+                st = sender.stats()
+                print(f"progress {steps} {st['sent_updates']} {st['skipped_updates']}", flush=True)
+                last_report = time.monotonic()
+        sender.poll(0.05)
+    finally:
+        stats = sender.stats()
+        sender.close()
+        worker.close()
+        model_sock.close()
+    print(f"progress {steps} {stats['sent_updates']} {stats['skipped_updates']}", flush=True)
+    print("final " + json.dumps(dict(stats, env_steps=steps, model_version=worker.model_version,
+                                     foreign_model_packets=weights.foreign)), flush=True)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bmv2_topologies.drl_hosts",
+                                     description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="role", required=True)
+    p = sub.add_parser("ps", help="the parameter server")
+    p.add_argument("--config", required=True, help="RunConfig as JSON")
+    p.add_argument("--pull-from", required=True, metavar="IP:PORT",
+                   help="where PULLs go (any address through the PS's switch)")
+    p.add_argument("--workers", required=True, metavar="IP,IP,...", help="workers' addresses for MODEL")
+    p.add_argument("--go", required=True, help="start when this file exists")
+    p.add_argument("--npz", required=True, help="AoM series and DATA log written here at the end")
+    w = sub.add_parser("worker", help="one worker")
+    w.add_argument("--config", required=True, help="RunConfig as JSON")
+    w.add_argument("--worker-id", type=int, required=True)
+    w.add_argument("--ps", required=True, metavar="IP:PORT", help="the PS's address (UPDATEs go there)")
+    w.add_argument("--go", required=True, help="start when this file exists")
+    w.add_argument("--weights-timeout", type=float, default=120.0,
+                   help="seconds to wait for the first complete weights (default 120)")
+    args = parser.parse_args(argv)
+    return ps_main(args) if args.role == "ps" else worker_main(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

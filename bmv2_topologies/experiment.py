@@ -1,0 +1,254 @@
+"""Experiments on a running ``Testbed``: the main job's DRL run (``run_drl``) and
+synthetic ``olaf worker``/``olaf ps`` traffic (``run_synthetic``).
+
+``run_drl`` starts ``bmv2_topologies.drl_hosts`` on the PS host and on every worker host
+(and ``bmv2_topologies.relay`` on relay hosts), waits until every worker holds the PS's
+first weights, starts them together, feeds the PS's reward reports to the control
+plane's ``ThresholdLoop`` (which sets every switch's threshold over P4Runtime), samples
+the switches' counters, and stops at the duration or the target return. The result is an
+``olaf.drl.runner.RunResult``, so ``olaf.drl.report`` writes the same CSV/JSON files and
+plots as ``olaf run``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bmv2_topologies.testbed import Process, Testbed, TestbedError
+from worker_transport.protocol import OLAF_PORT
+
+SAMPLE_PERIOD = 0.5
+COUNTER_PERIOD = 1.0
+
+
+def pull_address(testbed: Testbed, host: str, index: int = 0) -> str:
+    """An address that leaves ``host``'s ``eth{index}`` toward its switch: the gateway
+    (the first OLAF switch on the way answers every PULL, whatever its destination)."""
+    intf = testbed.topology.hosts[host].interfaces[index]
+    return f"{intf.ip.network[-2]}:{OLAF_PORT}"
+
+
+class LineReader:
+    """New complete lines of a process's log since the last call."""
+
+    def __init__(self, proc: Process) -> None:
+        self.proc = proc
+        self._offset = 0
+        self._rest = b""
+
+    def lines(self) -> list[str]:
+        try:
+            with open(self.proc.log, "rb") as f:
+                f.seek(self._offset)
+                chunk = f.read()
+        except OSError:
+            return []
+        self._offset += len(chunk)
+        data = self._rest + chunk
+        *complete, self._rest = data.split(b"\n")
+        return [line.decode(errors="replace") for line in complete]
+
+
+def _python(module: str, *args: str) -> list[str]:
+    import sys
+
+    return [sys.executable, "-m", module, *args]
+
+
+def run_synthetic(testbed: Testbed, *, duration: float = 3.0, rate: float = 50.0, params: int = 640,
+                  pull_rate: float = 0.0, worker_args: list[str] | None = None) -> dict[str, Any]:
+    """``olaf ps`` on the PS host and ``olaf worker`` on every worker host for ``duration``
+    seconds; returns their ``final`` JSON and the switches' counters."""
+    from bmv2_topologies.testbed import olaf_command
+
+    topo = testbed.topology
+    if topo.relays:
+        raise TestbedError("synthetic traffic is for single-level topologies (no relay hosts)")
+    n = len(topo.workers)
+    ps_args = ["ps", "--switch", pull_address(testbed, topo.ps.name), "--duration", f"{duration + 1.5:g}",
+               "--params", str(params), "--workers", str(min(n, 32)), "--stats-interval", "0"]
+    if pull_rate:
+        ps_args += ["--pull-rate", f"{pull_rate:g}"]
+    ps = testbed.spawn("ps", olaf_command(*ps_args), host=topo.ps.name)
+    workers = [
+        testbed.spawn(f"worker{h.worker_id}", olaf_command(
+            "worker", "--switch", f"{topo.ps.ip}:{OLAF_PORT}", "--worker-id", str(h.worker_id),
+            "--params", str(params), "--rate", f"{rate:g}", "--duration", f"{duration:g}",
+            "--seed", str(h.worker_id), "--stats-interval", "0", *(worker_args or [])), host=h.name)
+        for h in topo.workers
+    ]
+    testbed.wait(workers + [ps], duration + 60)
+    return {
+        "ps": ps.final(),
+        "workers": {p.name: p.final() for p in workers},
+        "switches": testbed.control.counters(),
+    }
+
+
+def run_drl(testbed: Testbed, cfg: Any, *, progress: Callable[[Any], None] | None = None,
+            ready_timeout: float = 180.0) -> Any:
+    """The main job's experiment across the testbed's hosts; returns a ``RunResult``."""
+    from bmv2_topologies.drl_hosts import config_json
+    from control_plane.controller import ThresholdLoop
+    from olaf.drl.runner import RunResult, Snapshot
+
+    topo = testbed.topology
+    workers = topo.workers
+    if cfg.workers != len(workers):
+        raise ValueError(f"the config has {cfg.workers} workers, the topology {len(workers)}")
+    out = testbed.out
+    config_path = out / "run_config.json"
+    config_path.write_text(config_json(cfg))
+    go = out / "go"
+    go.unlink(missing_ok=True)
+    npz = out / "ps_metrics.npz"
+    conf = ["--config", str(config_path), "--go", str(go)]
+    ps = testbed.spawn("drl-ps", _python(
+        "bmv2_topologies.drl_hosts", "ps", *conf, "--pull-from", pull_address(testbed, topo.ps.name),
+        "--workers", ",".join(h.ip for h in workers), "--npz", str(npz)), host=topo.ps.name)
+    testbed.wait_for_line(ps, "ready", ready_timeout)
+    relays = [
+        testbed.spawn(f"relay-{r.name}", _python(
+            "bmv2_topologies.relay", "--pull-from", pull_address(testbed, r.name, 0),
+            "--to", f"{topo.ps.ip}:{OLAF_PORT}", "--pull-rate", f"{cfg.pull_rate:g}",
+            "--values", str(cfg.values), "--frac-bits", str(cfg.frac_bits)), host=r.name)
+        for r in topo.relays
+    ]
+    procs = [
+        testbed.spawn(f"drl-worker{h.worker_id}", _python(
+            "bmv2_topologies.drl_hosts", "worker", *conf, "--worker-id", str(h.worker_id),
+            "--ps", f"{topo.ps.ip}:{OLAF_PORT}"), host=h.name)
+        for h in workers
+    ]
+    deadline = time.monotonic() + ready_timeout
+    for p in relays + procs:
+        testbed.wait_for_line(p, "ready", max(1.0, deadline - time.monotonic()))
+
+    result = RunResult(cfg)
+    readers = {p.name: LineReader(p) for p in [ps, *procs]}
+    recent: deque[float] = deque(maxlen=cfg.target_window)
+    steps: dict[str, int] = {}
+    sent: dict[str, int] = {}
+    skipped: dict[str, int] = {}
+    ps_state = {"version": 0, "applied": 0, "aom": math.nan}
+    loop = ThresholdLoop(testbed.control.set_reward_threshold, floor=cfg.threshold_floor,
+                         interval=cfg.controller_interval, fraction=cfg.threshold_fraction)
+    first_hop = sorted({topo.switch_of(h.name)[0] for h in workers})
+    outcomes: dict[str, int] = {}
+    go.touch()
+    t0 = time.time()
+    loop.start()
+
+    def absorb() -> None:
+        nonlocal t0
+        for name, reader in readers.items():
+            for line in reader.lines():
+                kind, _, rest = line.partition(" ")
+                f = rest.split()
+                if kind == "episode" and len(f) == 3:
+                    ret = float(f[1])
+                    result.episodes.append((float(f[0]) - t0, sum(steps.values()),
+                                            int(name[len("drl-worker"):]), ret, int(f[2])))
+                    recent.append(ret)
+                elif kind == "progress" and name == "drl-ps" and len(f) == 3:
+                    ps_state.update(version=int(f[0]), applied=int(f[1]), aom=float(f[2]))
+                elif kind == "progress" and len(f) == 3:
+                    steps[name], sent[name], skipped[name] = int(f[0]), int(f[1]), int(f[2])
+                elif kind == "rewards" and f:
+                    loop.report(float(f[0]))
+                elif kind == "start" and f:
+                    t0 = float(f[0])
+
+    try:
+        next_sample = next_counters = time.time()
+        while True:
+            now = time.time()
+            absorb()
+            elapsed = now - t0
+            reached = (cfg.target_reward is not None and len(recent) == cfg.target_window
+                       and float(np.mean(recent)) >= cfg.target_reward)
+            if reached and result.time_to_target is None:
+                result.time_to_target, result.steps_to_target = elapsed, sum(steps.values())
+            if now >= next_counters:
+                counters = testbed.control.counters()
+                outcomes = _sum_outcomes(counters, first_hop)
+                next_counters = now + COUNTER_PERIOD
+            if now >= next_sample:
+                last = loop.history[-1].threshold if loop.history else None
+                snap = Snapshot(
+                    elapsed=elapsed, env_steps=sum(steps.values()), episodes=len(result.episodes),
+                    mean_return=float(np.mean(recent)) if recent else math.nan,
+                    aom_ms=ps_state["aom"], occupied=0, capacity=cfg.capacity, outcomes=dict(outcomes),
+                    model_version=ps_state["version"], blocks_applied=ps_state["applied"],
+                    threshold=last, updates_sent=sum(sent.values()),
+                    updates_skipped=sum(skipped.values()))
+                result.timeline.append(snap)
+                if progress is not None:
+                    progress(snap)
+                next_sample = now + SAMPLE_PERIOD
+            if reached and cfg.stop_at_target:
+                result.stopped_by = "target"
+                break
+            if elapsed >= cfg.duration:
+                result.stopped_by = "duration"
+                break
+            dead = [p for p in [ps, *relays, *procs] if p.popen.poll() is not None]
+            if dead:
+                raise TestbedError(f"{dead[0].name} exited with {dead[0].popen.returncode}:\n"
+                                   f"{dead[0].output()[-2000:]}")
+            time.sleep(0.05)
+        result.wall_time = time.time() - t0
+    finally:
+        loop.stop()
+        # The PS first: AoM is sampled up to the end of the run, not through the shutdown.
+        begin = time.monotonic()
+        testbed.stop_all([ps, *relays, *procs], grace=10.0)
+        stop_s = round(time.monotonic() - begin, 3)
+        absorb()
+    finals = [p.final() or {} for p in procs]
+    result.senders = finals
+    result.env_steps = sum(f.get("env_steps", 0) for f in finals) or sum(steps.values())
+    ps_final = ps.final() or {}
+    result.receiver = ps_final.get("receiver", {})
+    result.aom = ps_final.get("aom", {})
+    result.model_version = ps_final.get("model_version", ps_state["version"])
+    result.blocks_applied = ps_final.get("blocks_applied", ps_state["applied"])
+    result.num_parameters = ps_final.get("num_parameters", 0)
+    result.num_blocks = ps_final.get("num_blocks", 0)
+    if npz.exists():
+        with np.load(npz) as z:
+            result.aom_t_ms, result.aom_global_ms = z["aom_t_ms"], z["aom_global_ms"]
+            result.update_age_ms = z["update_age_ms"]
+            result.data = [tuple(row) for row in z["data"].tolist()]
+    counters = testbed.control.counters()
+    result.switch = {"outcomes": _sum_outcomes(counters, first_hop), "per_switch": counters,
+                     "relays": {p.name: p.final() for p in relays}, "stop_s": stop_s}
+    episodes = sorted(result.episodes)
+    if episodes:
+        returns = [e[3] for e in episodes]
+        w = min(cfg.target_window, len(returns))
+        result.initial_return = float(np.mean(returns[:w]))
+        result.final_return = float(np.mean(returns[-w:]))
+    return result
+
+
+def _sum_outcomes(counters: dict[str, dict[str, Any]], switches: list[str]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for s in switches:
+        for k, v in counters[s]["outcomes"].items():
+            total[k] = total.get(k, 0) + int(v)
+    return total
+
+
+def write_report(result: Any, out: Path) -> list[Path]:
+    """The same metric files and plots as ``olaf run``."""
+    from olaf.drl.report import write_metrics, write_plots
+
+    return write_metrics(result, out) + write_plots(result, out)
