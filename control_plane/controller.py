@@ -51,6 +51,7 @@ from control_plane.p4info import (
     SET_DROP_PROB,
     load_p4info,
 )
+from dataplane.switch import Pipeline
 from worker_transport.protocol import INT32_MAX, Mode, MsgType, Outcome
 
 log = logging.getLogger(__name__)
@@ -434,11 +435,7 @@ class Controller:
 
     def set_reward_threshold(self, threshold: float) -> int:
         """Set the reward threshold in reward units; returns the raw value written."""
-        if not threshold >= 0:
-            raise ValueError("the reward threshold must be >= 0")
-        frac_bits = self.settings().frac_bits
-        # Round to nearest (ties to even, as fixedpoint.to_fixed) and saturate.
-        raw = min(round(math.ldexp(threshold, frac_bits)), INT32_MAX)
+        raw = raw_threshold(threshold, self.settings().frac_bits)
         self.configure(threshold=raw)
         return raw
 
@@ -630,6 +627,27 @@ class ThresholdLoop:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def raw_threshold(threshold: float, frac_bits: int) -> int:
+    """A reward threshold in raw fixed point: rounded to nearest (ties to even, as
+    ``fixedpoint.to_fixed``), saturated to the int32 range."""
+    if not threshold >= 0:
+        raise ValueError("the reward threshold must be >= 0")
+    return min(round(math.ldexp(threshold, frac_bits)), INT32_MAX)
+
+
+def pipeline_threshold_setter(pipeline: Pipeline) -> Callable[[float], int]:
+    """A ``ThresholdLoop`` target for an in-process switch: sets the queue's threshold
+    directly (under the pipeline lock, taken once per batch by the switch)."""
+
+    def apply(threshold: float) -> int:
+        raw = raw_threshold(threshold, pipeline.queue.config.frac_bits)
+        with pipeline.lock:
+            pipeline.queue.threshold = raw
+        return raw
+
+    return apply
 
 
 def quiet_stdout() -> contextlib.AbstractContextManager:

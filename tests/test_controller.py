@@ -26,6 +26,7 @@ from control_plane.controller import (
     ThresholdLoop,
     Topology,
     bmv2_device_config,
+    pipeline_threshold_setter,
     tofino_device_config,
 )
 from tests.switch_process import REPO, SwitchProcess, olaf_command, running_switch
@@ -278,6 +279,18 @@ def test_threshold_rule_floor_and_feeding() -> None:
     assert [round(h.mean_reward, 3) for h in loop.history] == [20.0, -1.0]
     with pytest.raises(ValueError):
         ThresholdLoop(applied.append, floor=-1.0)
+
+
+def test_threshold_loop_drives_an_in_process_switch() -> None:
+    from dataplane.queue import OlafQueue
+    from dataplane.switch import Pipeline
+
+    pipeline = Pipeline(OlafQueue())
+    loop = ThresholdLoop(pipeline_threshold_setter(pipeline), floor=0.1, interval=1.0)
+    loop.report(10.0)
+    assert loop.step().raw == round(1.5 * 65536) == pipeline.queue.threshold
+    with pytest.raises(ValueError):
+        pipeline_threshold_setter(pipeline)(-1.0)
 
 
 def test_device_configs(tmp_path: Path) -> None:
