@@ -152,12 +152,13 @@ def bmv2_device_config(json_path: str | Path) -> bytes:
 
 
 def tofino_device_config(program_name: str, binary_path: str | Path, context_path: str | Path) -> bytes:
-    """Device config of the Intel SDE's P4Runtime server (``bf_switchd --p4rt-server``).
+    """Tofino device config in PI's packing (PI's Barefoot backend, Stratum's ``stratum_bf``).
 
-    The layout ONOS and the SDE's own tools use: little-endian 32-bit length and bytes of
-    the program name, then of ``tofino.bin``, then of ``context.json`` (all from
-    ``bf-p4c``'s output directory). Stratum's ``stratum_bfrt`` takes its own
-    ``BfPipelineConfig`` made by its ``bf_pipeline_builder`` instead.
+    Little-endian 32-bit length and bytes of the program name, then of ``tofino.bin``,
+    then of ``context.json`` (both from ``bf-p4c``'s output directory), as ONOS and PI's
+    tools build it. Stratum's ``stratum_bfrt`` does not read this packing: it takes a
+    ``BfPipelineConfig`` made by Stratum's ``bf_pipeline_builder``, which ``push_pipeline``
+    sends as given (``olaf ctl push --device-config FILE``).
     """
     parts = [program_name.encode(), Path(binary_path).read_bytes(), Path(context_path).read_bytes()]
     return b"".join(len(p).to_bytes(4, "little") + p for p in parts)

@@ -63,6 +63,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     dev = push.add_mutually_exclusive_group()
     dev.add_argument("--bmv2-json", metavar="FILE", help="bmv2 target: the JSON p4c-bm2-ss wrote")
     dev.add_argument("--tofino-bin", metavar="FILE", help="Tofino target: tofino.bin from bf-p4c")
+    dev.add_argument("--device-config", metavar="FILE",
+                     help="any target: device config bytes as they are (e.g. stratum_bfrt's "
+                          "BfPipelineConfig from bf_pipeline_builder)")
     push.add_argument("--tofino-context", metavar="FILE", help="Tofino target: context.json from bf-p4c")
     push.add_argument("--tofino-name", default="olaf", help="Tofino target: program name (default olaf)")
     how = push.add_mutually_exclusive_group()
@@ -207,6 +210,8 @@ def _push(c: Any, args: argparse.Namespace, topology: Any, bmv2: Any, tofino: An
         device_config = bmv2(args.bmv2_json)
     elif args.tofino_bin:
         device_config = tofino(args.tofino_name, args.tofino_bin, args.tofino_context)
+    elif args.device_config:
+        device_config = Path(args.device_config).read_bytes()
     else:
         device_config = b""
     action = "verify" if args.verify_only else "reconcile" if args.reconcile else "commit"
