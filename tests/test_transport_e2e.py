@@ -152,7 +152,7 @@ def test_loss_stalls_neither_end() -> None:
     with running_switch("--listen", "127.0.0.1:0", "--capacity", "64", "--values", str(V),
                         "--drop-prob", "0.2", "--seed", "3") as sw:
         senders = [Sender(UdpTransport(sw.address), cluster_id=0, worker_id=w, values=V,
-                          policy=AlwaysSend(), ack_timeout=0.3) for w in range(4)]
+                          policy=AlwaysSend(), ack_timeout=1.0) for w in range(4)]
         receiver = Receiver(UdpTransport(sw.address), values=V, pull_rate=None, window=16,
                             pull_timeout=0.02)
         progress = []
@@ -168,7 +168,7 @@ def test_loss_stalls_neither_end() -> None:
                 progress.append((receiver.stats()["data_blocks"],
                                  sum(s.stats()["acked_blocks"] for s in senders)))
             for s in senders:
-                s.wait_for_acks(2)
+                assert s.wait_for_acks(5)
         finally:
             receiver.close()
             for s in senders:
