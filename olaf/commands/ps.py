@@ -77,6 +77,10 @@ def json_safe(value: Any) -> Any:
     return value
 
 
+def _ms(x: float) -> str:
+    return "-" if math.isnan(x) else f"{x:.2f}ms"
+
+
 def stats_line(stats: dict, aom: dict, elapsed: float, rate: float) -> str:
     util = "-" if stats["queue_util"] is None else str(stats["queue_util"])
     age = aom["update_age"]
@@ -84,8 +88,8 @@ def stats_line(stats: dict, aom: dict, elapsed: float, rate: float) -> str:
         f"ps t={elapsed:.1f}s pulls={stats['pulls_sent']} data={stats['data_blocks']} "
         f"empty={stats['empty']} expired={stats['expired_pulls']} bad={stats['bad_data']} "
         f"updates={stats['aggregated_updates']} blocks/s={rate:.0f} util={util} "
-        f"aom_mean={aom['mean']:.2f}ms aom_p99={aom['p99']:.2f}ms "
-        f"age_mean={age['mean']:.2f}ms age_p99={age['p99']:.2f}ms"
+        f"aom_mean={_ms(aom['mean'])} aom_p99={_ms(aom['p99'])} "
+        f"age_mean={_ms(age['mean'])} age_p99={_ms(age['p99'])}"
     )
 
 
