@@ -264,6 +264,78 @@ def test_cli_errors_are_one_line_with_exit_codes(capsys: pytest.CaptureFixture) 
     assert e.value.code == 2 and "outside [0, 1]" in capsys.readouterr().err
 
 
+# -- forwarding in interface mode -----------------------------------------------------------
+LISTEN = """
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("0.0.0.0", int(sys.argv[1])))
+s.settimeout(float(sys.argv[2]))
+print("ready", flush=True)
+try:
+    data, peer = s.recvfrom(65535)
+    print(peer[0], data.hex(), flush=True)
+except TimeoutError:
+    print("timeout", flush=True)
+"""
+SEND = """
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.SOL_SOCKET, 11, 1)  # SO_NO_CHECK: veth leaves the UDP checksum to offload
+s.sendto(bytes.fromhex(sys.argv[3]), (sys.argv[1], int(sys.argv[2])))
+"""
+
+
+def delivered(hosts, payload: bytes, dst: str, wait: float) -> bytes | None:
+    listener = hosts.popen("b", LISTEN, "5000", str(wait))
+    try:
+        assert listener.stdout.readline().strip() == "ready"
+        sent = hosts.python("a", SEND, dst, "5000", payload.hex())
+        assert sent.returncode == 0, sent.stderr
+        out, err = listener.communicate(timeout=wait + 15)
+    finally:
+        if listener.poll() is None:
+            listener.kill()
+            listener.wait()
+    assert listener.returncode == 0, err
+    return None if out.strip() == "timeout" else bytes.fromhex(out.split()[1])
+
+
+def test_routes_written_over_p4runtime_forward_frames(tmp_path: Path) -> None:
+    from tests.netns import Hosts, can_create_namespaces
+
+    reason = can_create_namespaces()
+    if reason is not None:
+        pytest.skip(reason)
+    ip_a, ip_b, mac_a, mac_b = "10.214.0.1", "10.214.0.2", "02:00:00:0b:00:01", "02:00:00:0b:00:02"
+    hosts = Hosts()
+    try:
+        port_a = hosts.add("a", f"{ip_a}/24", mac_a)
+        port_b = hosts.add("b", f"{ip_b}/24", mac_b)
+        with running_switch("-i", f"1@{port_a}", "-i", f"2@{port_b}", "--route", f"{ip_b}/32=2,{mac_b}",
+                            "--p4runtime", "127.0.0.1:0") as sw:
+            line = sw.proc.stdout.readline()
+            assert line.startswith("p4runtime on "), line
+            with Controller(line.split()[-1]) as c:
+                c.push_pipeline(P4INFO, action="reconcile")  # keeps the command line's route
+                assert c.routes() == [Route(f"{ip_b}/32", 2, mac_b)]
+                assert delivered(hosts, b"before", ip_b, wait=8) == b"before"
+                c.push_pipeline(P4INFO)  # commit: a fresh pipeline has no routes
+                assert c.routes() == []
+                assert delivered(hosts, b"unrouted", ip_b, wait=1.0) is None
+                topo = tmp_path / "topo.json"
+                topo.write_text(json.dumps({"routes": [{"prefix": f"{ip_b}/32", "port": 2, "mac": mac_b},
+                                                       {"prefix": f"{ip_a}/32", "port": 1, "mac": mac_a}]}))
+                c.install_topology(Topology.load(topo))
+                assert delivered(hosts, b"routed", ip_b, wait=8) == b"routed"
+                c.delete_route(f"{ip_b}/32")
+                assert delivered(hosts, b"deleted", ip_b, wait=1.0) is None
+        assert sw.proc.returncode == 0, sw.stderr
+        assert sw.final["forwarded"] >= 2
+    finally:
+        hosts.close()
+    assert hosts.leftovers() == []
+
+
 # -- pieces without a target --------------------------------------------------------------------
 def test_threshold_rule_floor_and_feeding() -> None:
     applied: list[float] = []
