@@ -163,8 +163,9 @@ class Arbitration:
     becomes primary.
     """
 
-    def __init__(self, device_id: int) -> None:
+    def __init__(self, device_id: int, max_streams: int = 8) -> None:
         self.device_id = device_id
+        self.max_streams = max_streams
         self._lock = threading.Lock()
         self._sessions: list[Session] = []
         self._primary: Session | None = None
@@ -180,6 +181,9 @@ class Arbitration:
             if not session.joined and msg.device_id != self.device_id:
                 raise P4RuntimeError(Code.NOT_FOUND,
                                      f"unknown device_id {msg.device_id} (this is device {self.device_id})")
+            if not session.joined and len(self._sessions) >= self.max_streams:
+                raise P4RuntimeError(Code.RESOURCE_EXHAUSTED,
+                                     f"this target serves at most {self.max_streams} controllers")
             if session.joined and msg.device_id != session.device_id:
                 raise P4RuntimeError(Code.FAILED_PRECONDITION,
                                      "device_id differs from the one this stream arbitrated for")
@@ -283,10 +287,10 @@ class _Action:
 class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
     """P4Runtime over one running software switch (one device, the default role)."""
 
-    def __init__(self, switch: SwitchLike, device_id: int = 1) -> None:
+    def __init__(self, switch: SwitchLike, device_id: int = 1, max_streams: int = 8) -> None:
         self.switch = switch
         self.device_id = device_id
-        self.arbitration = Arbitration(device_id)
+        self.arbitration = Arbitration(device_id, max_streams)
         # One request at a time: the spec's strict serializability, trivially.
         self._lock = threading.RLock()
         self._schema: Schema | None = None
@@ -981,11 +985,12 @@ class P4RuntimeServer:
     """A gRPC server with the P4Runtime service of one software switch, for its lifetime."""
 
     def __init__(self, switch: SwitchLike, address: str = "127.0.0.1:9559", device_id: int = 1,
-                 max_workers: int = 16) -> None:
-        self.service = P4RuntimeService(switch, device_id)
+                 max_streams: int = 8) -> None:
+        self.service = P4RuntimeService(switch, device_id, max_streams)
+        # Each StreamChannel holds a worker for its lifetime; keep some for unary RPCs.
+        workers = ThreadPoolExecutor(2 * max_streams + 4, thread_name_prefix="olaf-p4rt")
         # No SO_REUSEPORT: a second server on a taken port must fail, not share it silently.
-        self._server = grpc.server(ThreadPoolExecutor(max_workers, thread_name_prefix="olaf-p4rt"),
-                                   options=[("grpc.so_reuseport", 0)])
+        self._server = grpc.server(workers, options=[("grpc.so_reuseport", 0)])
         self._server.add_generic_rpc_handlers((_handlers(self.service),))
         try:
             port = self._server.add_insecure_port(address)

@@ -585,6 +585,22 @@ def test_arbitration_errors_end_the_stream(target) -> None:
         assert a.status() == ("OK", 10)
 
 
+def test_too_many_controllers_are_refused(target) -> None:
+    switch, _ = target
+    server = P4RuntimeServer(switch, "127.0.0.1:0", max_streams=2).start()
+    try:
+        with streams(server, 3) as (a, b, c):
+            a.arbitrate(1)
+            b.arbitrate(2)
+            assert a.status() == ("OK", 1) and b.status() == ("OK", 2)
+            c.arbitrate(3)
+            err = c.next()
+            assert isinstance(err, grpc.RpcError) and err.code() == Code.RESOURCE_EXHAUSTED
+            assert a.status() == ("ALREADY_EXISTS", 2)  # c never joined: no change announced
+    finally:
+        server.stop(0.5)
+
+
 def test_backup_write_and_pipeline_push_are_rejected(shell) -> None:
     switch, server = shell
     backup = P4RuntimeClient(1, server.address, (0, 7))  # lower than the shell's (1, 0)
