@@ -21,6 +21,7 @@ from worker_transport.protocol import OLAF_PORT, MsgType, Olaf, Outcome
 from worker_transport.receiver import DataBatch, ReceivedBlock, Receiver, pull_packet
 from worker_transport.sender import Sender, as_float32_vector
 from worker_transport.transport import (
+    EthernetTransport,
     FrameBuilder,
     Packets,
     Transport,
@@ -175,6 +176,64 @@ def test_connected_udp_transport_ignores_other_sources() -> None:
             s.close()
         transport.close()
         loose.close()
+
+
+def _raw_sockets_allowed() -> bool:
+    try:
+        socket.socket(socket.AF_PACKET, socket.SOCK_RAW).close()
+        return True
+    except (PermissionError, OSError, AttributeError):
+        return False
+
+
+def _free_udp_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.skipif(not _raw_sockets_allowed(), reason="needs CAP_NET_RAW for AF_PACKET")
+def test_ethernet_transports_talk_over_lo_and_the_kernel_filters_the_rest() -> None:
+    """Two raw-Ethernet ends on lo (frames to 127.0.0.1 stay on loopback: the IP layer
+    discards them as martians, but AF_PACKET sockets see them first). The BPF filter
+    passes only our port: a frame for another port never reaches Python."""
+    port_a, port_b, port_c = _free_udp_port(), _free_udp_port(), _free_udp_port()
+    zero = "00:00:00:00:00:00"
+
+    def end(src: int, dst: int) -> EthernetTransport:
+        return EthernetTransport("lo", src_ip="127.0.0.1", dst_ip="127.0.0.1", dst_mac=zero,
+                                 src_port=src, dst_port=dst)
+
+    a, b, to_c = end(port_a, port_b), end(port_b, port_a), end(port_a, port_c)
+    try:
+        rows = np.random.default_rng(4).integers(0, 256, (20, 36 + 4 * 64), dtype=np.uint8)
+        assert a.send(rows) == 20
+        assert to_c.send([b"not for b" * 4]) == 1
+        assert b.send([b"reply" * 8]) == 1
+        got: list[bytes] = []
+        deadline = time.monotonic() + 2
+        while len(got) < 20 and time.monotonic() < deadline:
+            got += b.recv(0.2)
+        assert got == [r.tobytes() for r in rows]  # in order, once each (not as outgoing)
+        assert a.recv(1.0) == [b"reply" * 8]
+        assert b.recv(0.1) == [] and b.ignored_frames == 0  # filtered in the kernel
+    finally:
+        for t in (a, b, to_c):
+            t.close()
+
+
+def test_bpf_program_layout() -> None:
+    from worker_transport.transport import udp_filter_program
+
+    program = udp_filter_program(socket.inet_aton("10.0.0.1"), OLAF_PORT)
+    assert len(program) == 13 and program[-1] == (0x06, 0, 0, 0)
+    # Every jump lands inside the program, and every failing branch on the final drop.
+    for i, (code, jt, jf, _) in enumerate(program):
+        if code & 0x07 == 0x05:  # BPF_JMP
+            assert i + 1 + jt < len(program) and i + 1 + jf < len(program)
+            if code == 0x15:
+                assert i + 1 + jf == len(program) - 1
+    assert (0x15, 0, 1, 0x0A000001) in program and (0x15, 0, 3, OLAF_PORT) in program
 
 
 # -- Sender and Receiver against the reference queue ----------------------------------

@@ -23,6 +23,7 @@ background thread while the learner sends); ``close()`` should come after both s
 from __future__ import annotations
 
 import argparse
+import ctypes
 import errno
 import ipaddress
 import select
@@ -391,6 +392,48 @@ def udp_payload(frame: bytes, *, dst_ip: bytes | None, dst_port: int | None) -> 
     return frame[udp + UDP_HEADER_LEN : end]
 
 
+SO_ATTACH_FILTER = 26
+
+
+def udp_filter_program(dst_ip: bytes, dst_port: int) -> list[tuple[int, int, int, int]]:
+    """Classic BPF: accept IPv4/UDP frames to ``dst_ip``:``dst_port`` (not later fragments).
+
+    As ``tcpdump -dd 'ip and udp dst port P and dst host A and not ip[6:2] & 0x1fff != 0'``
+    would write it: ``(code, jt, jf, k)``; jumps count instructions after the next one.
+    """
+    accept, drop = 0x40000, 0
+    return [
+        (0x28, 0, 0, 12),  # ldh [12]: ethertype
+        (0x15, 0, 10, ETH_P_IP),  # jeq IPv4, else drop
+        (0x30, 0, 0, 23),  # ldb [23]: IP protocol
+        (0x15, 0, 8, socket.IPPROTO_UDP),  # jeq UDP, else drop
+        (0x28, 0, 0, 20),  # ldh [20]: flags and fragment offset
+        (0x45, 6, 0, 0x1FFF),  # jset offset: a later fragment, drop
+        (0xB1, 0, 0, 14),  # ldxb 4*([14]&0xf): IP header length
+        (0x48, 0, 0, 16),  # ldh [x+16]: UDP destination port
+        (0x15, 0, 3, dst_port),  # jeq port, else drop
+        (0x20, 0, 0, 30),  # ld [30]: IP destination
+        (0x15, 0, 1, int.from_bytes(dst_ip, "big")),  # jeq address, else drop
+        (0x06, 0, 0, accept),  # ret: the whole frame
+        (0x06, 0, 0, drop),  # ret 0: drop
+    ]
+
+
+def attach_udp_filter(sock: socket.socket, dst_ip: bytes, dst_port: int) -> ctypes.Array:
+    """Let the kernel drop frames that are not for us, before Python sees them.
+
+    Returns the program's buffer, which must live as long as the socket is configured
+    (the kernel copies it, but keeping it costs nothing and avoids doubt).
+    """
+    program = udp_filter_program(dst_ip, dst_port)
+    buffer = ctypes.create_string_buffer(
+        b"".join(struct.pack("HBBI", *insn) for insn in program)
+    )
+    fprog = struct.pack("HP", len(program), ctypes.addressof(buffer))
+    sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, fprog)
+    return buffer
+
+
 class EthernetTransport(Transport):
     """OLAF payloads in Ethernet/IPv4/UDP frames on ``interface`` (needs CAP_NET_RAW).
 
@@ -433,6 +476,7 @@ class EthernetTransport(Transport):
         try:
             for option in (socket.SO_RCVBUF, socket.SO_SNDBUF):
                 self.sock.setsockopt(socket.SOL_SOCKET, option, buffer_bytes)
+            self._filter = attach_udp_filter(self.sock, self.local_ip, src_port)
             self.sock.bind((interface, ETH_P_IP))
             if hold_port:
                 self._holder = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
