@@ -17,11 +17,8 @@ import contextlib
 import io
 import ipaddress
 import json
-import logging
 import math
 import threading
-import time
-from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,10 +48,8 @@ from control_plane.p4info import (
     SET_DROP_PROB,
     load_p4info,
 )
-from dataplane.switch import Pipeline
+from control_plane.threshold import raw_threshold
 from worker_transport.protocol import INT32_MAX, Mode, MsgType, Outcome
-
-log = logging.getLogger(__name__)
 
 PROB_ONE = 1 << 16
 QUEUE_REGISTERS = (REG_OCCUPIED, REG_READ_PTR, REG_WRITE_PTR, REG_ACTIVE_CLUSTERS, REG_CLUSTER_COUNT)
@@ -540,115 +535,6 @@ class Controller:
 def _prob(msg: p4runtime_pb2.TableEntry) -> float:
     params = msg.action.action.params
     return int.from_bytes(params[0].value, "big") / PROB_ONE if params else 0.0
-
-
-@dataclass
-class ThresholdStep:
-    time: float
-    mean_reward: float
-    threshold: float
-    raw: int | None = None
-
-
-class ThresholdLoop:
-    """The reward-threshold rule of DESIGN.md §3: ``max(fraction * |mean reward|, floor)``.
-
-    The parameter server reports the mean reward of recently received DATA with
-    ``report()``; every ``interval`` seconds the loop writes the threshold derived from the
-    latest report to ``target``: a ``Controller`` (over P4Runtime) or any callable taking
-    the threshold in reward units (e.g. an in-process switch's setter). ``step()`` runs one
-    round by hand; ``start()``/``stop()`` run it in a thread.
-    """
-
-    def __init__(self, target: Controller | Callable[[float], Any], floor: float, interval: float = 1.0,
-                 fraction: float = 0.15) -> None:
-        if not floor >= 0 or not interval > 0 or not fraction >= 0:
-            raise ValueError("floor and fraction must be >= 0 and interval > 0")
-        self.apply: Callable[[float], Any] = (
-            target.set_reward_threshold if isinstance(target, Controller) else target)
-        self.floor, self.interval, self.fraction = floor, interval, fraction
-        self.history: list[ThresholdStep] = []
-        self.errors = 0
-        self._pending: float | None = None
-        self._report_lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def threshold_for(self, mean_reward: float) -> float:
-        return max(self.fraction * abs(mean_reward), self.floor)
-
-    def report(self, mean_reward: float) -> None:
-        """The PS's latest mean reward of recent DATA (NaN and inf are ignored)."""
-        if math.isfinite(mean_reward):
-            with self._report_lock:
-                self._pending = mean_reward
-
-    def feed(self, rewards: Iterable[float]) -> None:
-        """Report the mean of a window of rewards (no-op for an empty window)."""
-        values = [r for r in rewards if math.isfinite(r)]
-        if values:
-            self.report(sum(values) / len(values))
-
-    def step(self) -> ThresholdStep | None:
-        """Apply the threshold for the latest report, if one came since the last step."""
-        with self._report_lock:
-            mean, self._pending = self._pending, None
-        if mean is None:
-            return None
-        threshold = self.threshold_for(mean)
-        raw = self.apply(threshold)
-        step = ThresholdStep(time.monotonic(), mean, threshold, raw if isinstance(raw, int) else None)
-        self.history.append(step)
-        return step
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            try:
-                self.step()
-            except (ControllerError, ConnectionError, ValueError) as e:
-                # A missed round is retried at the next report; the loop outlives a hiccup.
-                self.errors += 1
-                log.warning("threshold loop: %s", e)
-
-    def start(self) -> ThresholdLoop:
-        if self._thread is None:
-            self._stop.clear()
-            self._thread = threading.Thread(target=self._run, name="olaf-threshold-loop", daemon=True)
-            self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-
-    def __enter__(self) -> ThresholdLoop:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-
-def raw_threshold(threshold: float, frac_bits: int) -> int:
-    """A reward threshold in raw fixed point: rounded to nearest (ties to even, as
-    ``fixedpoint.to_fixed``), saturated to the int32 range."""
-    if not threshold >= 0:
-        raise ValueError("the reward threshold must be >= 0")
-    return min(round(math.ldexp(threshold, frac_bits)), INT32_MAX)
-
-
-def pipeline_threshold_setter(pipeline: Pipeline) -> Callable[[float], int]:
-    """A ``ThresholdLoop`` target for an in-process switch: sets the queue's threshold
-    directly (under the pipeline lock, taken once per batch by the switch)."""
-
-    def apply(threshold: float) -> int:
-        raw = raw_threshold(threshold, pipeline.queue.config.frac_bits)
-        with pipeline.lock:
-            pipeline.queue.threshold = raw
-        return raw
-
-    return apply
 
 
 def quiet_stdout() -> contextlib.AbstractContextManager:

@@ -23,12 +23,11 @@ from control_plane.controller import (
     Controller,
     ControllerError,
     Route,
-    ThresholdLoop,
     Topology,
     bmv2_device_config,
-    pipeline_threshold_setter,
     tofino_device_config,
 )
+from control_plane.threshold import ThresholdLoop, pipeline_threshold_setter
 from tests.switch_process import REPO, SwitchProcess, olaf_command, running_switch
 from tests.vectors.generate import pull, update
 from worker_transport.protocol import FLAG_CONGESTED, Mode, MsgType, Olaf, Outcome
