@@ -324,10 +324,12 @@ def test_sender_counts_duplicates_foreign_and_lost() -> None:
     acks = list(transport.inbox)
     transport.inbox.extend(acks[:1])  # a duplicate of block 0's ACK
     transport.inbox.append(bytes(Olaf(msg_type=MsgType.ACK, worker_id=2)))  # someone else's
+    transport.inbox.append(bytes(Olaf(msg_type=MsgType.DATA, worker_id=1, values=[1, 2, 3, 4])))
+    transport.inbox.append(b"\x12")  # a runt
     sender.poll(0.1)
     s = sender.stats()
     # The duplicate came in the same read as the original.
-    assert (s["acked_blocks"], s["duplicate_acks"], s["foreign_packets"]) == (2, 1, 1)
+    assert (s["acked_blocks"], s["duplicate_acks"], s["foreign_packets"]) == (2, 1, 3)
     assert s["unexpected_acks"] == 0 and s["outstanding_blocks"] == 0
     # Once seq 0 is complete, another copy answers nothing the sender is waiting for.
     transport.inbox.extend(acks[1:2])
