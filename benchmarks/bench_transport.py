@@ -10,6 +10,7 @@ ratio holds on a noisy, shared machine.
 * sender, UDP loopback: the same plus one ``send`` per block into a socket on
   127.0.0.1 (drained between updates, outside the timing); then with UDP GSO (64
   datagrams per system call, ``UdpTransport(gso=True)``);
+* sender, ACK handling: matching the ACKs of one update (background thread);
 * PS, decode+apply: ``Receiver`` decoding a read of DATA datagrams, averaging by
   agg_count, recording AoM and applying each block to a model (``np.add.at``);
 * PS, from a UDP socket: the same, reading the datagrams out of a loopback socket;
@@ -102,6 +103,22 @@ def bench_sender(params: int, values: int, repeats: int) -> None:
     print(f"  send_gradient, UDP loopback, GSO {med_gso * 1e3:8.3f} ms (min {best_gso * 1e3:.3f})"
           f"  {med_gso / copy_med:7.0f}x copy   [{verdict} the < 2 ms target]")
     assert gso.transport.gso, "the kernel refused UDP GSO: the figure above is per datagram"
+    # The ACKs of one update, handled off the learner's path but under the same GIL.
+    n = -(-params // values)
+    acks = Batch.zeros(n, 0)
+    h = acks.headers
+    h["version"], h["msg_type"], h["worker_id"] = 1, MsgType.ACK, 1
+    h["block_id"] = np.arange(n)
+    batches = []
+    for _ in range(repeats):
+        null.send_gradient(grad, reward=1.0, model_version=0)
+        h["seq"] = null._seq - 1
+        batches.append(encode(acks))
+    pending = iter(batches)
+    med_ack, best_ack = timed(repeats, lambda: null._handle(next(pending), 0))
+    assert null.stats()["acked_blocks"] == repeats * n
+    print(f"  ACK handling, {n} ACKs            {med_ack * 1e3:8.3f} ms (min {best_ack * 1e3:.3f})"
+          f"  {med_ack / copy_med:7.0f}x copy")
     gso.close()
     udp.close()
     null.close()
