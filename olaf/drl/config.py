@@ -70,7 +70,7 @@ class RunConfig:
     mode: str = "olaf"
     """Switch mode: ``olaf`` (merge/replace/drop by reward, workers use P_s) or
     ``fifo`` (drop-tail baseline, workers always send)."""
-    pull_rate: float = 1500.0
+    pull_rate: float = 1000.0
     """PULLs per second the parameter server sends: the bottleneck, in blocks/s."""
     capacity: int = 64
     """OlafQueue slots at the switch."""
