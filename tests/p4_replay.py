@@ -149,12 +149,12 @@ def expected_frames(vector: Vector) -> list[bytes]:
     return [reply_frame(out, i) for i, (_, out) in enumerate(vector.steps) if out is not None]
 
 
-def config_defines(config: dict) -> list[str]:
+def config_defines(config: dict, values: int = 64) -> list[str]:
     """p4c ``-D`` flags that make olaf_config's default action the vector's config."""
     mode = config.get("mode", "olaf")
     mode_value = Mode[mode.upper()].value if isinstance(mode, str) else int(mode)
-    if config.get("values", 64) != 64:
-        raise ValueError("the P4 program is compiled for V = 64")
+    if config.get("values", values) != values:
+        raise ValueError(f"the P4 program is compiled for V = {values}")
     pairs = {
         "OLAF_DEFAULT_MODE": mode_value,
         "OLAF_DEFAULT_THRESHOLD": int(config["threshold"]),
@@ -407,3 +407,123 @@ def state_differences(switch: Any, queue: Any) -> list[str]:
     check("outcome_counter", counters["OlafIngress.outcome_counter"][: len(outcomes)], outcomes)
     check("msg_type_counter", counters["OlafIngress.msg_type_counter"], queue.counters.msg_types)
     return diffs
+
+
+# -- random scenarios for another V (the TNA program's V = 32) ---------------------------------
+
+P4_TNA_MAIN = REPO / "p4" / "tna" / "olaf_tna.p4"
+TNA_VALUES = 32
+
+
+def olaf_message(values: int, data: list[int] | None = None, **fields: int) -> bytes:
+    """One OLAF datagram; ``values`` int32 values follow (``num_values`` defaults to it)."""
+    from worker_transport.codec import Batch, encode
+
+    batch = Batch.zeros(1, values)
+    header = {"version": 1, "agg_count": 1, "frac_bits": 16, "num_values": values, **fields}
+    for name, value in header.items():
+        batch.headers[name] = value
+    if data is not None:
+        batch.values[0, : len(data)] = data
+    return encode(batch)[0]
+
+
+def random_scenario(seed: int, values: int, steps: int, config: dict) -> Vector:
+    """Random traffic (every rule and every kind of invalid input) and the reference
+    queue's answers, in the shared vector form, for a V the shared files do not use."""
+    import numpy as np
+
+    from worker_transport.codec import decode, encode
+
+    rng = np.random.default_rng(seed)
+    payloads: list[bytes] = []
+    for step in range(steps):
+        kind = rng.choice(["update"] * 8 + ["pull"] * 4 + ["invalid", "model"])
+        if kind == "pull":
+            payloads.append(olaf_message(values, msg_type=MsgType.PULL, num_values=0)[:HEADER_LEN])
+            continue
+        worker = int(rng.integers(0, 4))
+        update = {
+            "msg_type": MsgType.UPDATE,
+            "cluster_id": int(rng.integers(0, 3)),
+            "worker_id": worker,
+            "block_id": int(rng.integers(0, 3)),
+            "agg_count": int(rng.choice([1, 1, 1, 2, 65535])),
+            "seq": step,
+            "model_version": int(rng.integers(0, 2**32)),
+            "reward": int(rng.choice([-1, 1]) * rng.integers(0, 3 * 65536)),
+            "gen_time_us": int(rng.integers(0, 2**32)),
+            "contributors": 1 << (worker % 32),
+            "data": rng.integers(-(2**31), 2**31, size=values).tolist(),
+        }
+        if kind == "model":
+            payloads.append(olaf_message(values, **{**update, "msg_type": MsgType.MODEL}))
+            continue
+        if kind == "update":
+            payloads.append(olaf_message(values, **update))
+            continue
+        kinds = ["short", "version", "type", "pull", "host", "length", "frac", "cluster", "block"]
+        bad = str(rng.choice(kinds))
+        message = olaf_message(values, **update)
+        if bad == "short":
+            message = message[: int(rng.integers(0, HEADER_LEN))]
+        elif bad == "version":
+            message = bytes([0x21]) + message[1:]
+        elif bad == "type":
+            message = bytes([0x10 | int(rng.choice([0, 7, 15]))]) + message[1:]
+        elif bad == "pull":
+            message = olaf_message(values, msg_type=MsgType.PULL, num_values=1)[: HEADER_LEN + 4]
+        elif bad == "host":
+            message = olaf_message(values, **{**update, "msg_type": int(rng.choice([2, 4, 5]))})
+        elif bad == "length":
+            message = olaf_message(values, **{**update, "num_values": values // 2})[: HEADER_LEN + 2 * values]
+        elif bad == "frac":
+            message = olaf_message(values, **{**update, "frac_bits": 8})
+        elif bad == "cluster":
+            message = olaf_message(values, **{**update, "cluster_id": config["max_clusters"] + 1})
+        else:
+            message = olaf_message(values, **{**update, "block_id": config["max_blocks"]})
+        payloads.append(message)
+    queue = reference_queue_for(config, values)
+    responses, source, _ = queue.process(decode(payloads, values))
+    outs: list[bytes | None] = [None] * len(payloads)
+    for i, out in zip(source.tolist(), encode(responses), strict=True):
+        outs[i] = out
+    name = Path(f"random_v{values}_seed{seed}.json")
+    return Vector(name, {**config, "values": values}, list(zip(payloads, outs, strict=True)))
+
+
+def reference_queue_for(c: dict, values: int) -> Any:
+    from dataplane.queue import OlafQueue, QueueConfig
+
+    return OlafQueue(
+        QueueConfig(
+            capacity=c["capacity"],
+            values=values,
+            max_clusters=c["max_clusters"],
+            max_blocks=c["max_blocks"],
+            frac_bits=c["frac_bits"],
+            mode=Mode[c["mode"].upper()],
+            threshold=c["threshold"],
+            congestion_threshold=c["congestion_threshold"],
+        )
+    )
+
+
+def replay_on_tna_p4sim(vector: Vector) -> tuple[list[bytes], list[bytes], Any]:
+    """Run a V = 32 vector through p4/tna/olaf_tna.p4, interpreted, with util_lookup filled
+    as the controller fills it. Frames are compared up to the IPv4 total length: Tofino
+    cannot cut the unparsed payload of a BAD_LENGTH UPDATE from its ACK."""
+    p4sim = load_p4sim()
+    defines = dict(d[2:].split("=", 1) for d in config_defines(vector.config, TNA_VALUES))
+    switch = p4sim.Switch(P4_TNA_MAIN, defines)
+    capacity = vector.config["capacity"]
+    for occupied in range(capacity + 1):
+        switch.add_entry("OlafIngress.util_lookup", (occupied,), "set_util", [255 * occupied // capacity])
+    got: list[bytes] = []
+    for i, (payload, _) in enumerate(vector.steps):
+        for port, out in switch.process(request_frame(payload, i), ingress_port=0):
+            if port == 0:
+                (total_len,) = struct.unpack("!H", out[16:18])
+                got.append(out[: 14 + total_len])
+    return got, expected_frames(vector), switch

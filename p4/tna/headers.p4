@@ -68,7 +68,15 @@ header olaf_value_t {
     int<32> value;
 }
 
+/* Prepended to a packet that recirculates because the queue was locked, so that its
+ * answer can still go back out of the port it arrived on. */
+header olaf_bridge_t {
+    bit<7>   pad;
+    PortId_t orig_port;
+}
+
 struct headers_t {
+    olaf_bridge_t            bridge;
     ethernet_t               ethernet;
     ipv4_t                   ipv4;
     udp_t                    udp;

@@ -23,11 +23,23 @@ parser OlafIngressParser(packet_in pkt,
 
     state parse_resubmit {
         pkt.extract(md.resub);
-        transition parse_ethernet;
+        transition parse_bridge_or_ethernet;
     }
 
     state parse_port_metadata {
         pkt.advance(PORT_METADATA_SIZE);
+        transition parse_bridge_or_ethernet;
+    }
+
+    state parse_bridge_or_ethernet {
+        transition select(ig_intr_md.ingress_port) {
+            OLAF_RECIRC_PORT: parse_bridge;
+            default: parse_ethernet;
+        }
+    }
+
+    state parse_bridge {
+        pkt.extract(hdr.bridge);
         transition parse_ethernet;
     }
 

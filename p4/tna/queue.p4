@@ -258,7 +258,7 @@ control OlafIngress(inout headers_t hdr,
     /* Turn the packet into the answer to its sender (as v1model's OlafReply). On
      * Tofino an ACK for an UPDATE whose values were not parsed keeps them as trailing
      * payload (no truncate extern): the IPv4 and UDP lengths still say 36 bytes. */
-    action bounce() {
+    action bounce(PortId_t port_in) {
         bit<48> mac = hdr.ethernet.dstAddr;
         hdr.ethernet.dstAddr = hdr.ethernet.srcAddr;
         hdr.ethernet.srcAddr = mac;
@@ -269,13 +269,18 @@ control OlafIngress(inout headers_t hdr,
         hdr.udp.dstPort = hdr.udp.srcPort;
         hdr.udp.srcPort = port;
         hdr.udp.checksum = 0;
-        ig_tm_md.ucast_egress_port = ig_intr_md.ingress_port;
+        ig_tm_md.ucast_egress_port = port_in;
     }
 
     apply {
         olaf_config.apply();
         bool forward = false;
         bool answer = false;
+        /* The port the packet first arrived on, across recirculations. */
+        PortId_t port_in = ig_intr_md.ingress_port;
+        if (hdr.bridge.isValid()) {
+            port_in = hdr.bridge.orig_port;
+        }
 
         if (md.is_olaf == 0) {
             if (hdr.ipv4.isValid()) {
@@ -335,6 +340,9 @@ control OlafIngress(inout headers_t hdr,
                 bit<8> was_locked = lock_acquire.execute(0);
                 if (was_locked != 0) {
                     /* Another operation is between its two passes: go round again. */
+                    hdr.bridge.setValid();
+                    hdr.bridge.pad = 0;
+                    hdr.bridge.orig_port = port_in;
                     ig_tm_md.ucast_egress_port = OLAF_RECIRC_PORT;
                 } else {
                     msg_type_counter.count((bit<8>)hdr.olaf.msg_type);
@@ -547,9 +555,11 @@ control OlafIngress(inout headers_t hdr,
             bit<16> payload = OLAF_HEADER_LEN + ((bit<16>)hdr.olaf.num_values << 2);
             hdr.udp.len = UDP_HEADER_LEN + payload;
             hdr.ipv4.totalLen = IPV4_HEADER_LEN + UDP_HEADER_LEN + payload;
-            bounce();
+            bounce(port_in);
+            hdr.bridge.setInvalid();
         }
         if (forward) {
+            hdr.bridge.setInvalid();
             ipv4_lpm.apply();
         }
     }

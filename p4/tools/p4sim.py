@@ -1,13 +1,17 @@
-"""A source-level interpreter for the subset of P4_16/v1model that p4/olaf.p4 uses.
+"""A source-level interpreter for the subset of P4_16 that p4/olaf.p4 (v1model) and
+p4/tna/olaf_tna.p4 (TNA) use.
 
 No P4 compiler or bmv2 can be installed on the development machines, so this runs the
 program's own text: preprocessing (#include, #define, -D), parser states with header
 stacks, controls with actions, tables (default actions only: the replay installs no
 entries), registers, counters, sub-control calls with copy-in/copy-out, for loops,
 casts, wrap-around and saturating arithmetic on bit<W>/int<W>, the IPv4 checksum,
-truncate and the deparser. It follows bmv2's simple_switch pipeline: parse (a parser
-error stops parsing and sets parser_error, the packet still goes to ingress),
-ingress, drop on egress_spec 511, egress, checksum, deparse.
+truncate and the deparser. For v1model it follows bmv2's simple_switch pipeline: parse
+(a parser error stops parsing and sets parser_error, the packet still goes to
+ingress), ingress, drop on egress_spec 511, egress, checksum, deparse. For TNA it
+models Register/RegisterAction (the apply body runs on the cell, once per packet
+pass), Counter, Random, Checksum, the 64-bit resubmit header (once per packet) and
+recirculation through port 68, with intrinsic metadata reduced to the fields used.
 
 It is a development aid, not a reference: bmv2 is. It checks that the program's logic
 reproduces the shared vectors; it does not check what only p4c checks (types beyond
@@ -41,15 +45,16 @@ class ParserError(Exception):
 TOKEN = re.compile(
     r"\s*(?:(?P<num>\d+[ws](?:0x[0-9a-fA-F]+|\d+)|0x[0-9a-fA-F]+|\d+)"
     r"|(?P<id>[A-Za-z_]\w*)"
-    r"|(?P<op>\|\+\||\|-\||<<|>>|<=|>=|==|!=|&&|\|\||&&&|[-+*/!~&|^<>=(){}\[\];,.:?@]))"
+    r"|(?P<op>\|\+\||\|-\||\+\+|##|<<|>>|<=|>=|==|!=|&&&|&&|\|\||[-+*/!~&|^<>=(){}\[\];,.:?@]))"
 )
-BUILTIN_INCLUDES = {"core.p4", "v1model.p4"}
+BUILTIN_INCLUDES = {"core.p4", "v1model.p4", "tna.p4"}
 
 
 def preprocess(path: Path, defines: dict[str, str], seen: set[Path] | None = None) -> str:
     """#include (quoted: relative to the including file), #define, #ifndef/#ifdef/#endif."""
     seen = set() if seen is None else seen
     text = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), path.read_text(), flags=re.S)
+    text = re.sub(r"\\\n", " ", text)  # line continuations
     out: list[str] = []
     active: list[bool] = []
     for line in text.splitlines():
@@ -68,7 +73,11 @@ def preprocess(path: Path, defines: dict[str, str], seen: set[Path] | None = Non
             elif not enabled:
                 continue
             elif directive == "define":
-                defines.setdefault(parts[1], parts[2] if len(parts) > 2 else "")
+                m = re.match(r"#\s*define\s+(\w+)\(([^)]*)\)\s*(.*)$", stripped)
+                if m:  # function-like: stored as "(params)body"
+                    defines.setdefault(m.group(1), f"({m.group(2)})\x00{m.group(3)}")
+                else:
+                    defines.setdefault(parts[1], parts[2] if len(parts) > 2 else "")
             elif directive == "include":
                 target = parts[1]
                 if target.startswith("<"):
@@ -87,7 +96,7 @@ def preprocess(path: Path, defines: dict[str, str], seen: set[Path] | None = Non
     return "\n".join(out)
 
 
-def tokenize(text: str, defines: dict[str, str]) -> list[str]:
+def lex(text: str) -> list[str]:
     tokens: list[str] = []
     pos = 0
     text = text.rstrip()
@@ -96,11 +105,61 @@ def tokenize(text: str, defines: dict[str, str]) -> list[str]:
         if m is None:
             raise P4SimError(f"cannot lex at {text[pos : pos + 30]!r}")
         pos = m.end()
-        tok = m.group(m.lastgroup)
-        if m.lastgroup == "id" and tok in defines:
-            tokens.extend(tokenize(defines[tok], defines))
-        else:
+        tokens.append(m.group(m.lastgroup))
+    return tokens
+
+
+def tokenize(text: str, defines: dict[str, str]) -> list[str]:
+    """Lex and expand macros (object-like and function-like, with ## pasting)."""
+    return expand(lex(text), defines)
+
+
+def expand(raw: list[str], defines: dict[str, str]) -> list[str]:
+    tokens: list[str] = []
+    i = 0
+    while i < len(raw):
+        tok = raw[i]
+        body = defines.get(tok)
+        if body is None:
             tokens.append(tok)
+            i += 1
+            continue
+        if "\x00" not in body:
+            tokens.extend(expand(lex(body), defines))
+            i += 1
+            continue
+        params_text, text = body.split("\x00", 1)
+        params = [p.strip() for p in params_text.strip("()").split(",") if p.strip()]
+        if i + 1 >= len(raw) or raw[i + 1] != "(":
+            tokens.append(tok)
+            i += 1
+            continue
+        args: list[list[str]] = [[]]
+        depth, j = 0, i + 2
+        while depth > 0 or raw[j] != ")":
+            t = raw[j]
+            depth += t == "("
+            depth -= t == ")"
+            if t == "," and depth == 0:
+                args.append([])
+            else:
+                args[-1].append(t)
+            j += 1
+        binding = dict(zip(params, args, strict=True))
+        substituted: list[str] = []
+        for t in lex(text):
+            substituted.extend(binding.get(t, [t]))
+        pasted: list[str] = []
+        k = 0
+        while k < len(substituted):
+            if substituted[k] == "##":
+                pasted[-1] += substituted[k + 1]
+                k += 2
+            else:
+                pasted.append(substituted[k])
+                k += 1
+        tokens.extend(expand(pasted, defines))
+        i = j + 1
     return tokens
 
 
@@ -220,13 +279,19 @@ BINARY = [
     ["^"],
     ["&"],
     ["<<", ">>"],
-    ["+", "-", "|+|", "|-|"],
+    ["+", "-", "|+|", "|-|", "++"],
     ["*"],
 ]
 
 
+TYPEDEFS = {"PortId_t": (9, False)}
+"""Architecture typedefs the programs use (TNA's tofino1_base.p4)."""
+
+
 def parse_type(c: Cursor) -> Any:
     name = c.take()
+    if name in TYPEDEFS:
+        return T(*TYPEDEFS[name])
     if name in ("bit", "int"):
         c.take("<")
         width = int(c.take(), 0)
@@ -246,6 +311,8 @@ def parse_type(c: Cursor) -> Any:
 
 def is_type_start(c: Cursor, types: set[str]) -> bool:
     tok = c.peek()
+    if tok in TYPEDEFS:
+        return True
     if tok in ("bit", "int") and c.peek(1) == "<":
         return True
     return (tok == "bool" or tok in types) and re.fullmatch(r"[A-Za-z_]\w*", c.peek(1)) is not None
@@ -299,8 +366,13 @@ def parse_postfix(c: Cursor) -> Any:
             e = ("member", e, c.take())
         elif c.accept("["):
             index = parse_expr(c)
-            c.take("]")
-            e = ("index", e, index)
+            if c.accept(":"):
+                low = parse_expr(c)
+                c.take("]")
+                e = ("slice", e, index, low)
+            else:
+                c.take("]")
+                e = ("index", e, index)
         elif c.peek() == "(":
             c.take("(")
             args = []
@@ -419,6 +491,7 @@ class Program:
     parsers: dict[str, ParserDecl]
     controls: dict[str, Control]
     pipeline: list[str]
+    arch: str = "v1model"
 
 
 def parse_program(tokens: list[str]) -> Program:
@@ -460,6 +533,22 @@ def parse_program(tokens: list[str]) -> Program:
                 parse_control_decl(c, ctl, type_names)
             prog.controls[ctl.name] = ctl
             type_names.add(ctl.name)
+        elif tok == "Pipeline":
+            c.take("(")
+            while not c.accept(")"):
+                prog.pipeline.append(c.take())
+                c.take("(")
+                c.take(")")
+                c.accept(",")
+            c.take()
+            c.take(";")
+        elif tok == "Switch":
+            c.take("(")
+            c.take()
+            c.take(")")
+            c.take("main")
+            c.take(";")
+            prog.arch = "tna"
         elif tok == "V1Switch":
             c.take("(")
             while not c.accept(")"):
@@ -521,11 +610,63 @@ def parse_control_decl(c: Cursor, ctl: Control, types: set[str]) -> None:
             c.accept(",")
         ctl.instances[c.take()] = (tok, [t, *args])
         c.take(";")
+    elif tok in TNA_EXTERNS:
+        targs = []
+        if c.accept("<"):
+            targs.append(parse_type(c))
+            while c.accept(","):
+                targs.append(parse_type(c))
+            c.take(">")
+        c.take("(")
+        args = []
+        while not c.accept(")"):
+            args.append(parse_expr(c))
+            c.accept(",")
+        name = c.take()
+        body = None
+        if c.accept("="):
+            c.take("{")
+            c.take("void")
+            c.take("apply")
+            body = (parse_params(c), parse_block(c, types))
+            c.take("}")
+        c.take(";")
+        ctl.instances[name] = (tok, [targs, args, body])
     else:
         c.take("(")
         c.take(")")
         ctl.instances[c.take()] = ("control", [tok])
         c.take(";")
+
+
+TNA_EXTERNS = {"Register", "RegisterAction", "Counter", "Random", "Resubmit", "Checksum"}
+
+TNA_TYPES: dict[str, tuple[str, list[tuple[Any, str]]]] = {
+    # Tofino 1's intrinsic metadata, reduced to the fields the program uses; the two
+    # 64-bit headers are what the hardware prepends to a packet before each parser.
+    "ingress_intrinsic_metadata_t": (
+        "header",
+        [
+            (T(1), "resubmit_flag"),
+            (T(1), "_pad1"),
+            (T(2), "packet_version"),
+            (T(3), "_pad2"),
+            (T(9), "ingress_port"),
+            (T(48), "ingress_mac_tstamp"),
+        ],
+    ),
+    "egress_intrinsic_metadata_t": ("header", [(T(7), "_pad0"), (T(9), "egress_port"), (T(48), "_pad1")]),
+    "ingress_intrinsic_metadata_from_parser_t": ("struct", [(T(16), "parser_err")]),
+    "ingress_intrinsic_metadata_for_deparser_t": (
+        "struct",
+        [(T(3), "drop_ctl"), (T(3), "digest_type"), (T(3), "resubmit_type"), (T(3), "mirror_type")],
+    ),
+    "ingress_intrinsic_metadata_for_tm_t": ("struct", [(T(9), "ucast_egress_port"), (T(1), "bypass_egress")]),
+    "egress_intrinsic_metadata_from_parser_t": ("struct", [(T(16), "parser_err")]),
+    "egress_intrinsic_metadata_for_deparser_t": ("struct", [(T(3), "drop_ctl")]),
+    "egress_intrinsic_metadata_for_output_port_t": ("struct", [(T(1), "capture_tstamp_on_tx")]),
+}
+TNA_RECIRC_PORTS = frozenset({68})
 
 
 # -- execution --------------------------------------------------------------------------------
@@ -541,6 +682,7 @@ class Packet:
     data: bytes
     pos: int = 0
     truncate_to: int | None = None
+    resubmit: bytes | None = None
 
 
 class Switch:
@@ -549,22 +691,44 @@ class Switch:
     def __init__(self, main: Path, defines: dict[str, str] | None = None, seed: int = 0) -> None:
         macro = dict(defines or {})
         self.program = parse_program(tokenize(preprocess(main, macro), macro))
-        self.consts: dict[str, Val] = {}
+        if self.program.arch == "tna":
+            self.program.types.update(TNA_TYPES)
+        self.consts: dict[str, Val] = {"PORT_METADATA_SIZE": Val(64, T(32))}
         for name, expr in self.program.consts.items():
             self.consts[name] = self.eval(expr, {})
         self.registers: dict[str, list[int]] = {}
         self.register_types: dict[str, T] = {}
         self.counters: dict[str, list[int]] = {}
         self.rng = random.Random(seed)
-        for ctl in self.program.controls.values():
-            for inst, (kind, args) in ctl.instances.items():
-                key = f"{ctl.name}.{inst}"
-                if kind == "register":
-                    size = self.eval(args[1], {}).v
-                    self.registers[key] = [0] * size
-                    self.register_types[key] = args[0]
-                elif kind == "counter":
-                    self.counters[key] = [0] * self.eval(args[1], {}).v
+        self.resubmits = 0
+        self.recirculations = 0
+        self.entries: dict[str, list[tuple[tuple[int, ...], str, list[int]]]] = {}
+        for name in self.program.pipeline:
+            ctl = self.program.controls.get(name)
+            for inst, (kind, args) in ctl.instances.items() if ctl else ():
+                self.allocate(f"{ctl.name}.{inst}", kind, args)
+
+    def add_entry(self, table: str, key: tuple[int, ...], action: str, args: list[int]) -> None:
+        """Install an exact-match entry, e.g. ("OlafIngress.util_lookup", (3,), "set_util", [191])."""
+        self.entries.setdefault(table, []).append((key, action, args))
+
+    def allocate(self, key: str, kind: str, args: list[Any]) -> None:
+        """Create the state of a register or counter instance the first time it is seen."""
+        if key in self.registers or key in self.counters:
+            return
+        if kind == "register":
+            self.registers[key] = [0] * self.eval(args[1], {}).v
+            self.register_types[key] = args[0]
+        elif kind == "counter":
+            self.counters[key] = [0] * self.eval(args[1], {}).v
+        elif kind == "Register":
+            targs, cargs, _ = args
+            t = targs[0]
+            init = self.as_int(self.eval(cargs[1], {})) if len(cargs) > 1 else 0
+            self.registers[key] = [t.norm(init)] * self.eval(cargs[0], {}).v
+            self.register_types[key] = t
+        elif kind == "Counter":
+            self.counters[key] = [0] * self.eval(args[1][0], {}).v
 
     # -- instances of types
     def new(self, t: Any) -> Any:
@@ -613,6 +777,11 @@ class Switch:
         if kind == "index":
             stack = self.eval(e[1], env)
             return stack.elements[self.eval(e[2], env).v]
+        if kind == "slice":
+            v = self.eval(e[1], env)
+            hi, lo = self.eval(e[2], env).v, self.eval(e[3], env).v
+            t = T(hi - lo + 1)
+            return Val(t.norm(v.v >> lo), t)
         if kind == "cast":
             v = self.eval(e[2], env)
             t = e[1]
@@ -644,6 +813,9 @@ class Switch:
             if op == "!=":
                 return a != b
             raise P4SimError(f"{op} on {a!r}, {b!r}")
+        if op == "++":
+            t = T(a.t.width + b.t.width)
+            return Val((T(a.t.width).norm(a.v) << b.t.width) | T(b.t.width).norm(b.v), t)
         if op in ("<<", ">>"):
             t = a.t
             return Val(t.norm(a.v << b.v if op == "<<" else a.v >> b.v), t)
@@ -722,12 +894,19 @@ class Switch:
                 return None
         if isinstance(target, Packet) and method == "extract":
             return self.extract(args[0], target, env)
+        if isinstance(target, Packet) and method == "advance":
+            target.pos += self.eval(args[0], env).v // 8
+            if target.pos > len(target.data):
+                raise ParserError("PacketTooShort")
+            return None
         if isinstance(target, dict) and target.get("__packet_out__") and method == "emit":
             return self.emit(self.eval(args[0], env), target)
         raise P4SimError(f"unsupported method {method} on {target!r}")
 
-    def call_extern(self, inst: tuple[str, str], method: str, args: list[Any], env: dict[str, Any]) -> None:
-        kind, key = inst
+    def call_extern(self, inst: tuple[Any, ...], method: str, args: list[Any], env: dict[str, Any]) -> Any:
+        kind, key = inst[0], inst[1]
+        if kind in TNA_EXTERNS:
+            return self.call_tna_extern(kind, key, inst[2], method, args, env)
         if kind == "register":
             cells = self.registers[key]
             t = self.register_types[key]
@@ -751,6 +930,52 @@ class Switch:
             return
         raise P4SimError(f"unsupported extern call {key}.{method}")
 
+    def call_tna_extern(
+        self, kind: str, key: str, decl: list[Any], method: str, args: list[Any], env: dict[str, Any]
+    ) -> Any:
+        targs, cargs, body = decl
+        if kind == "RegisterAction" and method == "execute":
+            reg = f"{env['__path__']}.{cargs[0][1]}"
+            cells, t = self.registers[reg], self.register_types[reg]
+            index = self.eval(args[0], env).v
+            if index >= len(cells):
+                raise P4SimError(f"{reg}[{index}] out of bounds")
+            params, stmts = body
+            local = dict(env)
+            local[params[0].name] = Var(Val(cells[index], t))
+            if len(params) > 1:
+                local[params[1].name] = Var(self.new(params[1].type))
+            self.run(stmts, local)
+            cells[index] = t.norm(self.as_int(local[params[0].name].val))
+            return local[params[1].name].val if len(params) > 1 else None
+        if kind == "Counter" and method == "count":
+            index = self.eval(args[0], env).v
+            self.counters[key][index] += 1
+            return None
+        if kind == "Random" and method == "get":
+            t = targs[0]
+            return Val(self.rng.getrandbits(t.width), t)
+        if kind == "Checksum" and method == "update":
+            return Val(self.csum16(args[0][1], env), T(16))
+        if kind == "Resubmit" and method == "emit":
+            header = self.eval(args[0], env)
+            acc, width = header.bits()
+            env["__packet__"].resubmit = acc.to_bytes(width // 8, "big")
+            return None
+        raise P4SimError(f"unsupported {kind}.{method}")
+
+    def csum16(self, fields: list[Any], env: dict[str, Any]) -> int:
+        acc, width = 0, 0
+        for f in fields:
+            v = self.eval(f, env)
+            acc = (acc << v.t.width) | (v.v & ((1 << v.t.width) - 1))
+            width += v.t.width
+        data = acc.to_bytes(width // 8, "big")
+        total = sum(int.from_bytes(data[i : i + 2], "big") for i in range(0, len(data), 2))
+        while total >> 16:
+            total = (total & 0xFFFF) + (total >> 16)
+        return ~total & 0xFFFF
+
     def call_function(self, name: str, args: list[Any], env: dict[str, Any]) -> None:
         if name == "mark_to_drop":
             self.eval(args[0], env)["egress_spec"] = Val(DROP_PORT, T(9))
@@ -761,16 +986,7 @@ class Switch:
             self.assign(args[0], Val(self.rng.randint(lo.v, hi.v), lo.t), env)
         elif name == "update_checksum":
             if self.eval(args[0], env):
-                acc, width = 0, 0
-                for f in args[1][1]:
-                    v = self.eval(f, env)
-                    acc = (acc << v.t.width) | (v.v & ((1 << v.t.width) - 1))
-                    width += v.t.width
-                data = acc.to_bytes(width // 8, "big")
-                total = sum(int.from_bytes(data[i : i + 2], "big") for i in range(0, len(data), 2))
-                while total >> 16:
-                    total = (total & 0xFFFF) + (total >> 16)
-                self.assign(args[2], Val(~total & 0xFFFF, T(16)), env)
+                self.assign(args[2], Val(self.csum16(args[1][1], env), T(16)), env)
         elif name in env.get("__actions__", {}):
             self.run_action(name, [self.eval(a, env) for a in args], env)
         else:
@@ -788,7 +1004,13 @@ class Switch:
         tables = env.get("__tables__", {})
         if name in tables:
             props = tables[name]
-            # The replay installs no entries: every lookup misses.
+            entries = self.entries.get(f"{env['__path__']}.{name}", [])
+            if entries:
+                key = tuple(self.as_int(self.eval(k, env)) for k, _ in props["key"])
+                for want, action, values in entries:
+                    if want == key:
+                        self.run_action(action, [Val(v, T(None)) for v in values], env)
+                        return {"hit": True, "miss": False}
             default = props["default_action"]
             action, values = default[1][1], [self.eval(a, env) for a in default[2]]
             if action != "NoAction":
@@ -796,17 +1018,25 @@ class Switch:
             return {"hit": False, "miss": True}
         inst = env["__instances__"].get(name)
         if inst and inst[0] == "control":
-            return self.run_control(self.program.controls[inst[1]], args, env)
+            return self.run_control(self.program.controls[inst[1]], args, env, inst[2])
         raise P4SimError(f"apply of {name}")
 
-    def run_control(self, ctl: Control, args: list[Any], caller: dict[str, Any]) -> None:
+    def run_control(
+        self, ctl: Control, args: list[Any], caller: dict[str, Any], path: str | None = None
+    ) -> None:
+        path = path or ctl.name
+        instances = {}
+        for n, (k, a) in ctl.instances.items():
+            if k == "control":
+                instances[n] = ("control", a[0], f"{path}.{n}")
+            else:
+                self.allocate(f"{path}.{n}", k, a)
+                instances[n] = (k, f"{path}.{n}", a)
         env: dict[str, Any] = {
             "__actions__": ctl.actions,
             "__tables__": ctl.tables,
-            "__instances__": {
-                n: (k, f"{ctl.name}.{n}") if k != "control" else ("control", a[0])
-                for n, (k, a) in ctl.instances.items()
-            },
+            "__instances__": instances,
+            "__path__": path,
             "__packet__": caller["__packet__"],
         }
         copy_back = []
@@ -906,6 +1136,11 @@ class Switch:
             header.values[name] = t.norm(acc >> shift)
 
     def emit(self, item: Any, out: dict[str, Any]) -> None:
+        if isinstance(item, Struct):
+            for member in item.values():
+                if isinstance(member, Header | Stack | Struct):
+                    self.emit(member, out)
+            return
         headers = item.elements if isinstance(item, Stack) else [item]
         for h in headers:
             if h.valid:
@@ -914,6 +1149,8 @@ class Switch:
 
     def process(self, frame: bytes, ingress_port: int = 0) -> list[tuple[int, bytes]]:
         """Run one frame through the pipeline; returns [(egress_port, frame)], empty if dropped."""
+        if self.program.arch == "tna":
+            return self.process_tna(frame, ingress_port)
         parser_name, _, ingress, egress, checksum, deparser = self.program.pipeline
         parser = self.program.parsers[parser_name]
         hdr = self.new(parser.params[1].type)
@@ -963,3 +1200,117 @@ class Switch:
         if packet.truncate_to is not None:
             data = data[: packet.truncate_to]
         return [(port, data)]
+
+    # -- TNA -----------------------------------------------------------------------------------
+    def run_parser(self, parser: ParserDecl, packet: Packet, objects: list[Any]) -> str:
+        env: dict[str, Any] = {parser.params[0].name: packet, "__packet__": packet}
+        for p, obj in zip(parser.params[1:], objects, strict=True):
+            env[p.name] = obj
+        state = "start"
+        try:
+            while state != "accept":
+                if state == "reject":
+                    raise ParserError("reject")
+                try:
+                    self.run(parser.states[state], dict(env))
+                    raise P4SimError(f"state {state} has no transition")
+                except Goto as g:
+                    state = g.state
+        except ParserError as err:
+            return err.name
+        return "NoError"
+
+    def deparse(self, deparser: Control, packet: Packet, args: list[Any]) -> bytes:
+        out: dict[str, Any] = {"__packet_out__": True, "bytes": b""}
+        self.run_control(deparser, [out, *args], {"__packet__": packet})
+        return out["bytes"] + packet.data[packet.pos :]
+
+    def process_tna(self, frame: bytes, ingress_port: int) -> list[tuple[int, bytes]]:
+        """Tofino, one packet at a time: all its passes (resubmit, recirculation) run
+        before the next packet arrives."""
+        return [out for _, out in self.process_tna_interleaved([(frame, ingress_port)], window=1)]
+
+    def process_tna_interleaved(
+        self, frames: list[tuple[bytes, int]], window: int
+    ) -> list[tuple[int, tuple[int, bytes]]]:
+        """Tofino with up to ``window`` packets in flight: passes run in one FIFO, so a
+        packet's second pass (after resubmit) can come after other packets' first passes,
+        which then find the queue locked and recirculate. Returns (packet number, output)."""
+        outputs: list[tuple[int, tuple[int, bytes]]] = []
+        arrivals = list(enumerate(frames))
+        passes: list[tuple[int, bytes, int, bytes | None]] = []
+        in_flight: dict[int, int] = {}
+        budget = 64 * (len(frames) + 1) * max(window, 1)
+        while arrivals or passes:
+            while arrivals and len(in_flight) < window:
+                n, (frame, port) = arrivals.pop(0)
+                in_flight[n] = 0
+                passes.append((n, frame, port, None))
+            n, original, port, resubmit = passes.pop(0)
+            budget -= 1
+            if budget < 0:
+                raise P4SimError("packets keep looping (resubmit/recirculation)")
+            result = self.tna_pass(original, port, resubmit)
+            if result[0] == "out":
+                outputs.append((n, result[1]))
+                in_flight.pop(n)
+            elif result[0] == "drop":
+                in_flight.pop(n)
+            else:
+                passes.append((n, *result[1]))
+        return outputs
+
+    def tna_pass(self, original: bytes, port: int, resubmit: bytes | None) -> tuple[str, Any]:
+        """One traversal of ingress (and egress unless resubmitted or dropped).
+
+        Returns ("out", (port, frame)), ("drop", None) or ("again", (frame, port, resubmit)).
+        """
+        ig_parser, ingress, ig_deparser, eg_parser, egress, eg_deparser = (
+            self.program.parsers.get(n) or self.program.controls[n] for n in self.program.pipeline
+        )
+        intr = self.new(("named", "ingress_intrinsic_metadata_t"))
+        intr.set_valid()
+        intr.values.update(resubmit_flag=int(resubmit is not None), ingress_port=port)
+        acc, width = intr.bits()
+        prefix = acc.to_bytes(width // 8, "big") + (resubmit if resubmit is not None else bytes(8))
+        packet = Packet(prefix + original)
+        hdr = self.new(ig_parser.params[1].type)
+        md = self.new(ig_parser.params[2].type)
+        ig_intr_md = self.new(ig_parser.params[3].type)
+        error = self.run_parser(ig_parser, packet, [hdr, md, ig_intr_md])
+        prsr = self.new(("named", "ingress_intrinsic_metadata_from_parser_t"))
+        prsr["parser_err"] = Val(0 if error == "NoError" else 1, T(16))
+        dprsr = self.new(("named", "ingress_intrinsic_metadata_for_deparser_t"))
+        tm = self.new(("named", "ingress_intrinsic_metadata_for_tm_t"))
+        self.run_control(ingress, [hdr, md, ig_intr_md, prsr, dprsr, tm], {"__packet__": packet})
+        out_frame = self.deparse(ig_deparser, packet, [hdr, md, dprsr])
+        if dprsr["resubmit_type"].v != 0:
+            if resubmit is not None:
+                raise P4SimError("Tofino resubmits a packet at most once")
+            if packet.resubmit is None or len(packet.resubmit) != 8:
+                raise P4SimError("resubmit without an 8-byte resubmit header")
+            self.resubmits += 1
+            return "again", (original, port, packet.resubmit)
+        if dprsr["drop_ctl"].v & 1:
+            return "drop", None
+        egress_port = tm["ucast_egress_port"].v
+        eintr = self.new(("named", "egress_intrinsic_metadata_t"))
+        eintr.set_valid()
+        eintr.values["egress_port"] = egress_port
+        acc, width = eintr.bits()
+        epacket = Packet(acc.to_bytes(width // 8, "big") + out_frame)
+        ehdr = self.new(eg_parser.params[1].type)
+        emd = self.new(eg_parser.params[2].type)
+        eg_intr_md = self.new(eg_parser.params[3].type)
+        self.run_parser(eg_parser, epacket, [ehdr, emd, eg_intr_md])
+        eprsr = self.new(("named", "egress_intrinsic_metadata_from_parser_t"))
+        edprsr = self.new(("named", "egress_intrinsic_metadata_for_deparser_t"))
+        oport = self.new(("named", "egress_intrinsic_metadata_for_output_port_t"))
+        self.run_control(egress, [ehdr, emd, eg_intr_md, eprsr, edprsr, oport], {"__packet__": epacket})
+        sent = self.deparse(eg_deparser, epacket, [ehdr, emd, edprsr])
+        if edprsr["drop_ctl"].v & 1:
+            return "drop", None
+        if egress_port in TNA_RECIRC_PORTS:
+            self.recirculations += 1
+            return "again", (sent, egress_port, None)
+        return "out", (egress_port, sent)
