@@ -13,6 +13,7 @@ plots as ``olaf run``.
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -25,7 +26,9 @@ from bmv2_topologies.testbed import Process, Testbed, TestbedError
 from worker_transport.protocol import OLAF_PORT
 
 SAMPLE_PERIOD = 0.5
-COUNTER_PERIOD = 1.0
+COUNTER_PERIOD = 2.0
+"""Seconds between counter reads over P4Runtime, on a thread of their own: on a loaded
+machine a session can take a second, which must not stall the sampling loop."""
 
 
 def pull_address(testbed: Testbed, host: str, index: int = 0) -> str:
@@ -69,9 +72,8 @@ def run_synthetic(testbed: Testbed, *, duration: float = 3.0, rate: float = 50.0
     from bmv2_topologies.testbed import olaf_command
 
     topo = testbed.topology
-    if topo.relays:
-        raise TestbedError("synthetic traffic is for single-level topologies (no relay hosts)")
     n = len(topo.workers)
+    relays = _start_relays(testbed, pull_rate or 1500.0, 64, 16)
     ps_args = ["ps", "--switch", pull_address(testbed, topo.ps.name), "--duration", f"{duration + 1.5:g}",
                "--params", str(params), "--workers", str(min(n, 32)), "--stats-interval", "0"]
     if pull_rate:
@@ -85,18 +87,34 @@ def run_synthetic(testbed: Testbed, *, duration: float = 3.0, rate: float = 50.0
         for h in topo.workers
     ]
     testbed.wait(workers + [ps], duration + 60)
+    testbed.stop_all(relays)
     return {
         "ps": ps.final(),
         "workers": {p.name: p.final() for p in workers},
+        "relays": {p.name: p.final() for p in relays},
         "switches": testbed.control.counters(),
     }
+
+
+def _start_relays(testbed: Testbed, pull_rate: float, values: int, frac_bits: int) -> list[Process]:
+    topo = testbed.topology
+    relays = [
+        testbed.spawn(f"relay-{r.name}", _python(
+            "bmv2_topologies.relay", "--pull-from", pull_address(testbed, r.name, 0),
+            "--to", f"{topo.ps.ip}:{OLAF_PORT}", "--pull-rate", f"{pull_rate:g}",
+            "--values", str(values), "--frac-bits", str(frac_bits)), host=r.name)
+        for r in topo.relays
+    ]
+    for p in relays:
+        testbed.wait_for_line(p, "ready", 60)
+    return relays
 
 
 def run_drl(testbed: Testbed, cfg: Any, *, progress: Callable[[Any], None] | None = None,
             ready_timeout: float = 180.0) -> Any:
     """The main job's experiment across the testbed's hosts; returns a ``RunResult``."""
     from bmv2_topologies.drl_hosts import config_json
-    from control_plane.controller import ThresholdLoop
+    from control_plane.threshold import ThresholdLoop
     from olaf.drl.runner import RunResult, Snapshot
 
     topo = testbed.topology
@@ -114,13 +132,7 @@ def run_drl(testbed: Testbed, cfg: Any, *, progress: Callable[[Any], None] | Non
         "bmv2_topologies.drl_hosts", "ps", *conf, "--pull-from", pull_address(testbed, topo.ps.name),
         "--workers", ",".join(h.ip for h in workers), "--npz", str(npz)), host=topo.ps.name)
     testbed.wait_for_line(ps, "ready", ready_timeout)
-    relays = [
-        testbed.spawn(f"relay-{r.name}", _python(
-            "bmv2_topologies.relay", "--pull-from", pull_address(testbed, r.name, 0),
-            "--to", f"{topo.ps.ip}:{OLAF_PORT}", "--pull-rate", f"{cfg.pull_rate:g}",
-            "--values", str(cfg.values), "--frac-bits", str(cfg.frac_bits)), host=r.name)
-        for r in topo.relays
-    ]
+    relays = _start_relays(testbed, cfg.pull_rate, cfg.values, cfg.frac_bits)
     procs = [
         testbed.spawn(f"drl-worker{h.worker_id}", _python(
             "bmv2_topologies.drl_hosts", "worker", *conf, "--worker-id", str(h.worker_id),
@@ -128,7 +140,7 @@ def run_drl(testbed: Testbed, cfg: Any, *, progress: Callable[[Any], None] | Non
         for h in workers
     ]
     deadline = time.monotonic() + ready_timeout
-    for p in relays + procs:
+    for p in procs:
         testbed.wait_for_line(p, "ready", max(1.0, deadline - time.monotonic()))
 
     result = RunResult(cfg)
@@ -138,13 +150,28 @@ def run_drl(testbed: Testbed, cfg: Any, *, progress: Callable[[Any], None] | Non
     sent: dict[str, int] = {}
     skipped: dict[str, int] = {}
     ps_state = {"version": 0, "applied": 0, "aom": math.nan}
-    loop = ThresholdLoop(testbed.control.set_reward_threshold, floor=cfg.threshold_floor,
+    loop = ThresholdLoop(testbed.control, floor=cfg.threshold_floor,
                          interval=cfg.controller_interval, fraction=cfg.threshold_fraction)
     first_hop = sorted({topo.switch_of(h.name)[0] for h in workers})
     outcomes: dict[str, int] = {}
+    sampler_stop = threading.Event()
+    counter_errors: list[str] = []
+
+    def sample_counters() -> None:
+        nonlocal outcomes
+        while True:
+            try:
+                outcomes = _sum_outcomes(testbed.control.counters(), first_hop)
+            except (ConnectionError, RuntimeError) as e:  # one missed sample; keep going
+                counter_errors.append(str(e))
+            if sampler_stop.wait(COUNTER_PERIOD):
+                return
+
+    sampler = threading.Thread(target=sample_counters, name="olaf-testbed-counters", daemon=True)
     go.touch()
     t0 = time.time()
     loop.start()
+    sampler.start()
 
     def absorb() -> None:
         nonlocal t0
@@ -167,7 +194,7 @@ def run_drl(testbed: Testbed, cfg: Any, *, progress: Callable[[Any], None] | Non
                     t0 = float(f[0])
 
     try:
-        next_sample = next_counters = time.time()
+        next_sample = time.time()
         while True:
             now = time.time()
             absorb()
@@ -176,10 +203,6 @@ def run_drl(testbed: Testbed, cfg: Any, *, progress: Callable[[Any], None] | Non
                        and float(np.mean(recent)) >= cfg.target_reward)
             if reached and result.time_to_target is None:
                 result.time_to_target, result.steps_to_target = elapsed, sum(steps.values())
-            if now >= next_counters:
-                counters = testbed.control.counters()
-                outcomes = _sum_outcomes(counters, first_hop)
-                next_counters = now + COUNTER_PERIOD
             if now >= next_sample:
                 last = loop.history[-1].threshold if loop.history else None
                 snap = Snapshot(
@@ -207,6 +230,9 @@ def run_drl(testbed: Testbed, cfg: Any, *, progress: Callable[[Any], None] | Non
         result.wall_time = time.time() - t0
     finally:
         loop.stop()
+        sampler_stop.set()
+        if sampler.is_alive():
+            sampler.join()
         # The PS first: AoM is sampled up to the end of the run, not through the shutdown.
         begin = time.monotonic()
         testbed.stop_all([ps, *relays, *procs], grace=10.0)
@@ -229,7 +255,9 @@ def run_drl(testbed: Testbed, cfg: Any, *, progress: Callable[[Any], None] | Non
             result.data = [tuple(row) for row in z["data"].tolist()]
     counters = testbed.control.counters()
     result.switch = {"outcomes": _sum_outcomes(counters, first_hop), "per_switch": counters,
-                     "relays": {p.name: p.final() for p in relays}, "stop_s": stop_s}
+                     "relays": {p.name: p.final() for p in relays}, "stop_s": stop_s,
+                     "counter_errors": counter_errors, "threshold_errors": loop.errors,
+                     "thresholds": [(s.time, s.mean_reward, s.threshold) for s in loop.history]}
     episodes = sorted(result.episodes)
     if episodes:
         returns = [e[3] for e in episodes]

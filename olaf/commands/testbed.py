@@ -1,0 +1,178 @@
+"""``olaf testbed``: the main job across Mininet hosts, through the software switch or bmv2."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+HELP = "run the DRL experiment (or synthetic traffic) on a Mininet topology (needs root)"
+
+# olaf.drl.config's RunConfig/A2CConfig defaults, repeated (and tested) so that building the
+# parser does not import the wire format (scapy).
+RUN_DEFAULTS = SimpleNamespace(env_id="CartPole-v1", pull_rate=1500.0, capacity=64, values=64)
+LEARNER_DEFAULTS = SimpleNamespace(learning_rate=1e-3, hidden=32)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    r = sub.add_parser("run", help="build the topology, run an experiment on it, tear it down",
+                       description="Build TOPO on Mininet, start the switches, program them over "
+                       "P4Runtime, run the experiment on the hosts, write metrics and plots, and "
+                       "remove every interface, namespace and process it created.")
+    r.add_argument("topology", metavar="TOPO",
+                   help="a topology.json file or a shipped name (olaf testbed list)")
+    r.add_argument("--switch", choices=("soft", "bmv2"), default="soft",
+                   help="soft: olaf switch -i; bmv2: simple_switch_grpc with p4/olaf.p4 (default soft)")
+    r.add_argument("--experiment", choices=("drl", "synthetic"), default="drl",
+                   help="drl: the main job's A2C training; synthetic: olaf worker/olaf ps traffic")
+    r.add_argument("--out", type=Path, default=None,
+                   help="directory for logs, metrics and plots (default runs/testbed-<topo>-<switch>-<time>)")
+    r.add_argument("--tag", default=None,
+                   help="3 characters in this run's interface names (default: random)")
+
+    d = r.add_argument_group("experiment (defaults as olaf run; workers come from the topology)")
+    rc, lc = RUN_DEFAULTS, LEARNER_DEFAULTS
+    d.add_argument("--env", default=rc.env_id, help=f"gymnasium id (default {rc.env_id})")
+    d.add_argument("--mode", choices=("olaf", "fifo"), default="olaf",
+                   help="olaf: merge/replace/drop + P_s senders; fifo: drop-tail baseline")
+    d.add_argument("--duration", type=float, default=60.0, help="seconds of training (default 60)")
+    d.add_argument("--target-reward", type=float, default=None,
+                   help="stop once the mean return of the last 20 episodes reaches this")
+    d.add_argument("--pull-rate", type=float, default=rc.pull_rate,
+                   help=f"PULLs/s of the PS (and of each relay) (default {rc.pull_rate:g})")
+    d.add_argument("--capacity", type=int, default=rc.capacity, help=f"queue slots (default {rc.capacity})")
+    d.add_argument("--values", type=int, default=rc.values,
+                   help=f"V, values per block (default {rc.values}; bmv2 needs 64)")
+    d.add_argument("--broadcast-period", type=float, default=0.2,
+                   help="seconds between the PS's MODEL broadcasts (default 0.2)")
+    d.add_argument("--lr", type=float, default=lc.learning_rate,
+                   help=f"Adam step (default {lc.learning_rate:g})")
+    d.add_argument("--hidden", type=int, default=lc.hidden, help=f"hidden width (default {lc.hidden})")
+    d.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    d.add_argument("--rate", type=float, default=50.0, help="synthetic: updates/s per worker (default 50)")
+    d.add_argument("--params", type=int, default=640, help="synthetic: gradient size (default 640)")
+
+    e = r.add_argument_group("impairment (software switch only: the kernel here has no netem)")
+    e.add_argument("--drop-prob", action="append", default=[], metavar="[PORT:]P",
+                   help="olaf switch --drop-prob on every switch (repeatable)")
+    e.add_argument("--delay-ms", action="append", default=[], metavar="[PORT:]MS",
+                   help="olaf switch --delay-ms on every switch (repeatable)")
+
+    sub.add_parser("list", help="the shipped topologies")
+    s = sub.add_parser("show", help="a topology's hosts, links and derived routes")
+    s.add_argument("topology", metavar="TOPO")
+    sub.add_parser("check", help="whether Mininet (and bmv2) can run here, and why not")
+
+
+def _show(t: Any) -> None:
+    """``t``: a ``bmv2_topologies.topology.Topology``."""
+    print(f"{t.name}: {len(t.workers)} workers, PS {t.ps.name} {t.ps.ip}, "
+          f"{len(t.relays)} relays, switches {', '.join(t.switches)}")
+    for sw in t.switches:
+        print(f"  {sw}:")
+        for r in t.routes(sw):
+            print(f"    {r.prefix:18} -> port {r.port} ({r.mac})")
+
+
+def run(args: argparse.Namespace) -> int:
+    from bmv2_topologies import bmv2
+    from bmv2_topologies.mininet_api import MininetMissing, missing_requirements
+    from bmv2_topologies.topology import TopologyError, load, shipped_names
+
+    def fail(message: str) -> int:
+        print(f"olaf testbed: error: {message}", file=sys.stderr)
+        return 2
+
+    if args.action == "list":
+        for name in shipped_names():
+            t = load(name)
+            print(f"{name:10} {len(t.workers):3} workers  {len(t.switches)} switch(es)  "
+                  f"{len(t.relays)} relay(s)  {len(t.links)} links")
+        return 0
+    if args.action == "check":
+        mn = missing_requirements()
+        bm = bmv2.missing()
+        print(f"mininet: {'ok' if mn is None else mn}")
+        print(f"bmv2:    {'ok' if bm is None else bm}")
+        return 0 if mn is None else 1
+    try:
+        topo = load(args.topology)
+    except TopologyError as e:
+        return fail(str(e))
+    if args.action == "show":
+        _show(topo)
+        return 0
+
+    if args.switch == "bmv2" and (args.drop_prob or args.delay_ms):
+        return fail("--drop-prob/--delay-ms are options of the software switch; bmv2 drops "
+                    "through the drop_sim table (olaf ctl set)")
+    if args.tag is not None and (len(args.tag) > 3 or not args.tag.isalnum()):
+        return fail("--tag must be 1-3 letters or digits")
+    try:
+        from olaf.drl.config import A2CConfig, RunConfig
+
+        cfg = RunConfig(env_id=args.env, workers=len(topo.workers), mode=args.mode,
+                        pull_rate=args.pull_rate, capacity=args.capacity, values=args.values,
+                        duration=args.duration, target_reward=args.target_reward,
+                        broadcast_period=args.broadcast_period, seed=args.seed,
+                        learner=A2CConfig(learning_rate=args.lr, hidden=args.hidden))
+    except ValueError as e:
+        return fail(str(e))
+    reason = missing_requirements()
+    if reason:
+        return fail(reason)
+    from bmv2_topologies.experiment import run_drl, run_synthetic, write_report
+    from bmv2_topologies.testbed import Testbed, TestbedError
+
+    out = args.out or Path("runs") / time.strftime(f"testbed-{topo.name}-{args.switch}-%Y%m%d-%H%M%S")
+    extra = [f"--drop-prob={v}" for v in args.drop_prob] + [f"--delay-ms={v}" for v in args.delay_ms]
+    testbed = Testbed(topo, out / "logs", switch=args.switch, tag=args.tag,
+                      queue={"mode": cfg.mode, "capacity": cfg.capacity, "values": cfg.values,
+                             "frac_bits": cfg.frac_bits},
+                      switch_args={"*": extra})
+    print(f"olaf testbed: {topo.name} on Mininet ({len(topo.hosts)} hosts, {len(topo.switches)} "
+          f"{args.switch} switch(es), interfaces olaf{testbed.tag}*), logs in {out / 'logs'}", flush=True)
+    try:
+        testbed.start()
+    except (MininetMissing, TestbedError, OSError, ConnectionError) as e:
+        return fail(f"cannot build the testbed: {e}")
+    left: list[str] = []
+    try:
+        if args.experiment == "synthetic":
+            summary = run_synthetic(testbed, duration=args.duration, rate=args.rate, params=args.params)
+            (out / "synthetic.json").write_text(json.dumps(summary, indent=1, default=str))
+            print(json.dumps(summary["switches"], indent=1))
+            print(f"wrote {out / 'synthetic.json'}")
+        else:
+            printed = [-5.0]
+
+            def progress(s: Any) -> None:
+                """``s``: an ``olaf.drl.runner.Snapshot``, every 0.5 s; one line every 5 s."""
+                if s.elapsed - printed[0] >= 5.0:
+                    printed[0] = s.elapsed
+                    print(f"t={s.elapsed:5.1f}s steps={s.env_steps} episodes={s.episodes} "
+                          f"return={s.mean_return:.1f} version={s.model_version} "
+                          f"applied={s.blocks_applied} aom={s.aom_ms:.1f}ms "
+                          f"threshold={s.threshold}", flush=True)
+
+            result = run_drl(testbed, cfg, progress=progress)
+            summary = result.summary()
+            summary |= {"testbed": {"topology": topo.name, "switch": args.switch,
+                                    "per_switch": result.switch.get("per_switch", {})}}
+            files = write_report(result, out)
+            (out / "testbed_summary.json").write_text(json.dumps(summary, indent=1, default=str))
+            print(json.dumps({k: v for k, v in summary.items() if k != "testbed"}, indent=1, default=str))
+            print(f"wrote {len(files) + 1} files to {out}/")
+    except (TestbedError, OSError, ValueError, ConnectionError) as e:
+        print(f"olaf testbed: error: {e}", file=sys.stderr)
+        return 1
+    finally:
+        left = testbed.close()
+        if left:
+            print("olaf testbed: teardown left behind: " + "; ".join(left), file=sys.stderr)
+    return 1 if left else 0

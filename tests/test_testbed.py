@@ -1,0 +1,290 @@
+"""The Mininet testbed (bmv2_topologies, ``olaf testbed``).
+
+Without root or Mininet only the pure parts run (topology files, routes, the MODEL
+weight channel, the relay's rewrite); the network tests skip with the reason. As root
+with Mininet (CI): a 2-worker star through the software switch with synthetic traffic
+(ACK feedback, DATA at the PS), a two-level topology whose updates cross a leaf and the
+spine, and ``olaf testbed run star2`` training the DRL job, each followed by a check that
+no interface, namespace or process of the run is left. The bmv2 variant needs
+``simple_switch_grpc`` and ``p4c``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bmv2_topologies import bmv2, generate
+from bmv2_topologies.drl_hosts import ModelAssembler, model_messages
+from bmv2_topologies.mininet_api import missing_requirements
+from bmv2_topologies.relay import data_as_updates
+from bmv2_topologies.topology import TopologyError, load, parse, shipped_names
+from worker_transport.codec import Batch, Verdict, classify, decode, encode_array
+from worker_transport.fixedpoint import resolution, to_fixed
+from worker_transport.protocol import MsgType
+
+REPO = Path(__file__).resolve().parent.parent
+NO_MININET = missing_requirements()
+needs_mininet = pytest.mark.skipif(NO_MININET is not None, reason=NO_MININET or "")
+
+
+# -- topology files -----------------------------------------------------------------------
+def test_shipped_topologies_are_what_generate_writes(tmp_path: Path) -> None:
+    assert {"star2", "star8", "star32", "two_level"} <= set(shipped_names())
+    for name, make in generate.SHIPPED.items():
+        shipped = json.loads((REPO / "bmv2_topologies" / f"{name}.json").read_text())
+        assert shipped == json.loads(json.dumps(make())), f"{name}.json is stale: rerun generate"
+
+
+@pytest.mark.parametrize(("name", "workers", "switches"),
+                         [("star2", 2, 1), ("star8", 8, 1), ("star32", 32, 1), ("two_level", 8, 3)])
+def test_shipped_topology_shape(name: str, workers: int, switches: int) -> None:
+    t = load(name)
+    assert len(t.workers) == workers and len(t.switches) == switches
+    assert [w.worker_id for w in t.workers] == list(range(workers))
+    # Every host interface has exactly one route on every switch.
+    for sw in t.switches:
+        prefixes = [r.prefix for r in t.routes(sw)]
+        assert len(prefixes) == len(set(prefixes)) == sum(len(h.interfaces) for h in t.hosts.values())
+
+
+def test_star_routes_go_straight_to_the_host() -> None:
+    t = load("star8")
+    routes = {r.prefix: r for r in t.routes("s1")}
+    assert routes["10.0.3.1/32"].port == 3 and routes["10.0.3.1/32"].mac == "02:00:0a:00:03:01"
+    assert routes["10.0.100.1/32"].port == 9
+    assert t.links[0].bandwidth_mbps == 100.0
+
+
+def test_two_level_routes_cross_the_spine() -> None:
+    t = load("two_level")
+    leaf = {r.prefix: r for r in t.routes("s1")}
+    # The PS and the other leaf's workers are behind the uplink (port 6), next hop the spine.
+    assert leaf["10.0.100.1/32"].port == 6 and leaf["10.0.100.1/32"].mac == t.port_mac("s3", 4)
+    assert leaf["10.0.5.1/32"].port == 6
+    spine = {r.prefix: r for r in t.routes("s3")}
+    assert spine["10.0.1.1/32"].port == 4 and spine["10.0.5.1/32"].port == 5
+    assert spine["10.0.211.1/32"].port == 2  # relay r1's eth1 is plugged into the spine
+    assert [r.name for r in t.relays] == ["r1", "r2"]
+    assert t.switch_of("r1", 1) == ("s3", 2)
+
+
+def _minimal() -> dict:
+    return {
+        "hosts": {"h1": {"ip": "10.0.1.1/24", "mac": "02:00:0a:00:01:01",
+                         "olaf": {"role": "worker", "worker_id": 0}},
+                  "ps": {"ip": "10.0.100.1/24", "mac": "02:00:0a:00:64:01", "olaf": {"role": "ps"}}},
+        "switches": {"s1": {}},
+        "links": [["h1", "s1-p1"], ["ps", "s1-p2"]],
+    }
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (lambda d: d["links"].append(["h1", "s1-p3"]), "used twice"),
+    (lambda d: d["links"].__setitem__(0, ["h1", "s1-p1", "5ms"]), "netem"),
+    (lambda d: d["links"].__setitem__(0, ["h1", "s1-p1", "0ms", -3]), "bandwidth"),
+    (lambda d: d["links"].__setitem__(0, ["h1", "ps"]), "not to each other"),
+    (lambda d: d["links"].__setitem__(0, ["h9", "s1-p1"]), "neither a host"),
+    (lambda d: d["hosts"]["ps"]["olaf"].__setitem__("role", "worker"), "worker needs"),
+    (lambda d: d["hosts"]["h1"]["olaf"].__setitem__("role", "spy"), "not one of"),
+    (lambda d: d["hosts"]["h1"].__setitem__("ip", "10.0.1.300/24"), "'ip'"),
+    (lambda d: d["hosts"]["h1"].__setitem__("mac", "02:00"), "'mac'"),
+    (lambda d: d.pop("links"), "needs the keys"),
+    (lambda d: d["links"].pop(0), "not linked"),
+])
+def test_bad_topologies_are_refused_with_the_reason(change, message: str) -> None:
+    data = _minimal()
+    parse(data)
+    change(data)
+    with pytest.raises(TopologyError, match=message):
+        parse(data)
+
+
+def test_unknown_topology_name_lists_the_shipped_ones() -> None:
+    with pytest.raises(TopologyError, match="star8"):
+        load("no_such_topology")
+
+
+def test_cli_defaults_match_run_config() -> None:
+    from olaf.commands.testbed import LEARNER_DEFAULTS, RUN_DEFAULTS
+    from olaf.drl.config import A2CConfig, RunConfig
+
+    rc, lc = RunConfig(), A2CConfig()
+    for key, value in vars(RUN_DEFAULTS).items():
+        assert getattr(rc, key) == value, key
+    for key, value in vars(LEARNER_DEFAULTS).items():
+        assert getattr(lc, key) == value, key
+
+
+# -- the weight channel and the relay -------------------------------------------------------
+def test_model_messages_round_trip_in_any_order_with_loss_of_a_stale_version() -> None:
+    rng = np.random.default_rng(1)
+    weights = rng.normal(0, 0.3, 1000).astype(np.float32)
+    rows = model_messages(weights, 7, 3, values=64, frac_bits=16)
+    assert len(rows) == 16
+    asm = ModelAssembler(1000, 64, 16)
+    older = [bytes(r) for r in model_messages(weights * 0, 6, 2, values=64, frac_bits=16)]
+    packets = [bytes(r) for r in rows]
+    order = rng.permutation(len(packets))
+    # Version 6 lacks a block: it never completes, and version 7 still does.
+    assert asm.feed(older[:-1]) is None
+    assert asm.feed([packets[i] for i in order[:-1]] + [packets[order[0]]]) is None
+    got = asm.feed([packets[order[-1]]])
+    assert got is not None
+    w, version = got
+    assert version == 7
+    assert np.max(np.abs(w - weights)) <= resolution(16)
+    assert asm.feed(older) is None  # older than what the worker holds
+    header = decode(packets[:1], 64).headers[0]
+    assert header["msg_type"] == MsgType.MODEL and header["model_version"] == 7 and header["seq"] == 3
+
+
+def test_assembler_ignores_foreign_packets() -> None:
+    asm = ModelAssembler(64, 64, 16)
+    batch = Batch.zeros(1, 64)
+    batch.headers["version"], batch.headers["msg_type"], batch.headers["num_values"] = 1, MsgType.DATA, 64
+    assert asm.feed([bytes(encode_array(batch)[0])]) is None and asm.foreign == 1
+
+
+def test_relay_turns_a_data_slot_into_a_mean_update_the_queue_accepts() -> None:
+    heads = Batch.zeros(1, 64).headers
+    heads["msg_type"], heads["agg_count"], heads["worker_id"], heads["block_id"] = MsgType.DATA, 3, 5, 2
+    heads["num_values"], heads["frac_bits"], heads["contributors"] = 64, 16, 0b1011
+    heads["gen_time_us"], heads["model_version"], heads["reward"] = 1234, 9, int(to_fixed(150.0, 16))
+    heads["outcome"], heads["queue_util"], heads["flags"] = 0, 200, 1
+    mean = np.linspace(-1, 1, 64, dtype=np.float32)[None, :]
+    rows = data_as_updates(heads, mean, 16)
+    out = decode([bytes(rows[0])], 64)
+    h = out.headers[0]
+    assert h["msg_type"] == MsgType.UPDATE and h["agg_count"] == 1
+    assert (h["worker_id"], h["block_id"], h["contributors"]) == (5, 2, 0b1011)
+    assert (h["gen_time_us"], h["model_version"], h["reward"]) == (1234, 9, heads["reward"][0])
+    assert h["queue_util"] == 0 and h["flags"] == 0
+    assert np.array_equal(out.values[0], to_fixed(mean[0], 16))
+    verdict = classify(out, values=64, frac_bits=16, max_clusters=16, max_blocks=1024)
+    assert verdict.tolist() == [Verdict.OK]
+
+
+# -- on Mininet -------------------------------------------------------------------------------
+def _no_trace(tag: str, pids: list[int]) -> list[str]:
+    """Interfaces of ``tag`` and live processes among ``pids``, seen from outside the testbed."""
+    left = [n for n in os.listdir("/sys/class/net") if n.startswith(f"olaf{tag}")]
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] != "Z":
+                    left.append(f"pid {pid}")
+        except OSError:
+            pass
+    return left
+
+
+@needs_mininet
+def test_star2_soft_switch_synthetic_traffic(tmp_path: Path) -> None:
+    from bmv2_topologies.experiment import run_synthetic
+    from bmv2_topologies.testbed import Testbed
+
+    tb = Testbed(load("star2"), tmp_path, queue={"capacity": 16})
+    try:
+        tb.start()
+        pids = [p.pid for p in tb.processes] + list(tb._shell_pids)
+        summary = run_synthetic(tb, duration=2.0, rate=40.0, params=640, pull_rate=500)
+        pids += [p.pid for p in tb.processes]
+    finally:
+        left = tb.close()
+    assert left == []
+    assert _no_trace(tb.tag, pids) == []
+    for name, final in summary["workers"].items():
+        # Every block was answered, and the ACKs carried the queue's feedback.
+        assert final["sent_blocks"] >= 40 * 10, name  # 40 updates/s for 2 s, give or take
+        # A loaded 2-core machine can overflow the Python switch's socket buffers now and then.
+        assert final["acked_blocks"] >= 0.8 * final["sent_blocks"], name
+        assert final["acked_blocks"] + final["lost_blocks"] == final["sent_blocks"], name
+        assert final["active_clusters"] == 1 and final["queue_util"] is not None, name
+        assert sum(final["outcomes"].values()) == final["acked_blocks"], name
+    ps = summary["ps"]
+    assert ps["data_blocks"] > 0 and ps["bad_data"] == 0
+    assert ps["aggregated_updates"] == sum(w["outcomes"]["ENQUEUED"] + w["outcomes"]["MERGED"]
+                                           for w in summary["workers"].values())
+    assert set(ps["aom"]["per_worker"]["mean"][:2]) != {None}
+    s1 = summary["switches"]["s1"]
+    assert s1["settings"]["capacity"] == 16 and s1["msg_types"]["PULL"] == ps["pulls_sent"]
+
+
+@needs_mininet
+def test_two_level_updates_cross_leaf_and_spine(tmp_path: Path) -> None:
+    from bmv2_topologies.experiment import run_synthetic
+    from bmv2_topologies.testbed import Testbed
+
+    topo = parse(generate.two_level(leaves=2, per_leaf=1, bandwidth=None), "two_level_small")
+    tb = Testbed(topo, tmp_path)
+    try:
+        tb.start()
+        summary = run_synthetic(tb, duration=2.0, rate=25.0, params=640, pull_rate=500)
+    finally:
+        left = tb.close()
+    assert left == []
+    counters = summary["switches"]
+    workers = summary["workers"]
+    for w in workers.values():
+        assert w["sent_blocks"] >= 20 * 10 and w["acked_blocks"] >= 0.8 * w["sent_blocks"]
+    # Leaves queue the workers' updates; relays pull them and the spine queues them again.
+    for leaf, worker in (("s1", "worker0"), ("s2", "worker1")):
+        assert counters[leaf]["msg_types"]["UPDATE"] >= workers[worker]["acked_blocks"]
+        assert counters[leaf]["msg_types"]["PULL"] > 0
+    forwarded = sum(r["forwarded"] for r in summary["relays"].values())
+    assert forwarded > 0 and counters["s3"]["msg_types"]["UPDATE"] == forwarded
+    ps = summary["ps"]
+    assert ps["data_blocks"] > 0 and counters["s3"]["msg_types"]["PULL"] == ps["pulls_sent"]
+    # Both workers' contributions arrive at the PS through two queues.
+    assert all(m is not None for m in ps["aom"]["per_worker"]["mean"][:2])
+
+
+@needs_mininet
+def test_olaf_testbed_run_trains_across_hosts(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    done = subprocess.run(
+        [sys.executable, "-m", "olaf.cli", "testbed", "run", "star2", "--switch", "soft",
+         "--duration", "20", "--out", str(out), "--tag", "cit"],
+        capture_output=True, text=True, timeout=240, cwd=REPO)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert _no_trace("cit", []) == []
+    summary = json.loads((out / "testbed_summary.json").read_text())
+    assert summary["workers"] == 2 and summary["testbed"]["switch"] == "soft"
+    assert summary["data_blocks"] > 0 and summary["blocks_applied"] == summary["data_blocks"]
+    assert summary["model_version"] > 10 and summary["episodes"] > 40
+    # Learning: the last 20 episodes are clearly longer than the first 20 (random ~ 20).
+    assert summary["final_return"] > 1.5 * summary["initial_return"], summary
+    assert summary["outcomes"]["ENQUEUED"] > 0
+    for name in ("return_vs_time.png", "aom.png", "outcomes.png", "episodes.csv", "timeline.csv"):
+        assert (out / name).stat().st_size > 0, name
+    logs = out / "logs"
+    workers = [json.loads(line[6:]) for f in sorted(logs.glob("drl-worker*.log"))
+               for line in f.read_text().splitlines() if line.startswith("final ")]
+    assert len(workers) == 2
+    for w in workers:
+        assert w["acked_blocks"] > 0 and w["queue_util"] is not None and w["model_version"] > 0
+
+
+@pytest.mark.skipif(NO_MININET is not None or bmv2.missing() is not None,
+                    reason=NO_MININET or f"bmv2 path: {bmv2.missing()}")
+def test_star2_on_bmv2_synthetic_traffic(tmp_path: Path) -> None:
+    from bmv2_topologies.experiment import run_synthetic
+    from bmv2_topologies.testbed import Testbed
+
+    tb = Testbed(load("star2"), tmp_path, switch="bmv2", queue={"values": 64})
+    try:
+        tb.start()
+        summary = run_synthetic(tb, duration=2.0, rate=25.0, params=640)
+    finally:
+        left = tb.close()
+    assert left == []
+    for final in summary["workers"].values():
+        assert final["acked_blocks"] >= 0.9 * final["sent_blocks"] and final["active_clusters"] == 1
+    assert summary["ps"]["data_blocks"] > 0
