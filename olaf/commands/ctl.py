@@ -184,8 +184,10 @@ def _load_topology(path: str, switch: str | None) -> Any:
         raise ValueError(f"cannot read topology {path}: {e}") from None
     if not isinstance(spec, dict) or "links" not in spec:
         return Topology.load(path, switch)
-    from bmv2_topologies.topology import load
-
+    try:
+        from bmv2_topologies.topology import load
+    except ImportError as e:
+        raise ValueError(f"{path} is a tutorials-style topology; cannot load bmv2_topologies: {e}") from None
     topo = load(path)
     if switch is None:
         if len(topo.switches) != 1:
