@@ -526,7 +526,9 @@ class Controller:
                                      for name in QUEUE_REGISTERS[:-1]}
             state["cluster_count"] = self.register(REG_CLUSTER_COUNT)
         except ControllerError as e:
-            if e.code in ("UNIMPLEMENTED", "NOT_FOUND"):
+            # A target answers a batch error (UNKNOWN) or the code itself.
+            unserved = e.code in ("UNIMPLEMENTED", "NOT_FOUND")
+            if unserved or (e.code == "UNKNOWN" and "UNIMPLEMENTED" in e.message):
                 return None
             raise
         return state
