@@ -487,3 +487,16 @@ def test_pull_packet_is_a_valid_36_byte_pull() -> None:
 def test_environment_has_no_leftover_threads() -> None:
     # Every Sender/Receiver above joined its thread; a leak would show here.
     assert not [t for t in threading.enumerate() if t.name.startswith("olaf-")], os.getpid()
+
+
+def test_scatter_add_matches_add_at_with_and_without_repeated_blocks() -> None:
+    from worker_transport.receiver import scatter_add
+
+    rng = np.random.default_rng(9)
+    for ids in (rng.permutation(50)[:20], rng.integers(0, 8, 40), np.array([], np.int64)):
+        values = rng.standard_normal((len(ids), 6)).astype(np.float32)
+        model = rng.standard_normal((50, 6)).astype(np.float32)
+        expected = model.copy()
+        np.add.at(expected, ids, -0.5 * values)
+        scatter_add(model, ids, values, -0.5)
+        np.testing.assert_allclose(model, expected, rtol=1e-6, atol=1e-6)

@@ -94,6 +94,26 @@ class DataBatch:
         ]
 
 
+def scatter_add(model: np.ndarray, block_ids: np.ndarray, values: np.ndarray,
+                scale: float = 1.0) -> None:
+    """``model[block_ids[i]] += scale * values[i]`` for a ``(blocks, V)`` model, in place.
+
+    Several rows for the same block all count (unlike ``model[ids] += x``). Much faster
+    than ``np.add.at``: unique ids take one fancy-indexed update; otherwise rows are
+    summed per block with ``np.add.reduceat`` first.
+    """
+    ids = np.asarray(block_ids, np.int64)
+    if not len(ids):
+        return
+    uniq = np.unique(ids)
+    if len(uniq) == len(ids):
+        model[ids] += scale * values
+        return
+    order = np.argsort(ids, kind="stable")
+    starts = np.searchsorted(ids[order], uniq)
+    model[uniq] += scale * np.add.reduceat(values[order], starts, axis=0)
+
+
 def pull_packet(frac_bits: int = DEFAULT_FRAC_BITS) -> np.ndarray:
     """One 36-byte PULL as a ``(1, 36)`` uint8 row."""
     batch = Batch.zeros(1, 0)
@@ -281,9 +301,14 @@ class Receiver:
             self.congested = bool(last["flags"] & FLAG_CONGESTED)
         data = None
         if n_good:
-            heads = h[good]
-            agg = np.maximum(heads["agg_count"], 1).astype(np.float64)
-            averaged = (batch.values[good] * (self._scale / agg)[:, None]).astype(np.float32)
+            everything = n_good == len(h)
+            heads = h if everything else h[good]
+            raw = batch.values if everything else batch.values[good]
+            # float32 throughout: the result is float32 anyway, and float64 temporaries
+            # of a (n, V) read cost more than the decode.
+            factor = (self._scale / np.maximum(heads["agg_count"], 1)).astype(np.float32)
+            averaged = raw.astype(np.float32)
+            averaged *= factor[:, None]
             rewards = heads["reward"].astype(np.float64) * self._scale
             data = DataBatch(heads, averaged, rewards, now)
             self.aom.record_batch(now, heads["contributors"], heads["gen_time_us"])

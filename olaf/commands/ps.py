@@ -44,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 class ModelApplier:
-    """``model[block] -= lr * values`` for each DATA, the whole read in one ``np.add.at``."""
+    """``model[block] -= lr * values`` for each DATA, a whole read at a time."""
 
     def __init__(self, params: int, values: int, lr: float) -> None:
         import numpy as np
@@ -59,10 +59,15 @@ class ModelApplier:
     def __call__(self, batch: DataBatch) -> None:
         import numpy as np
 
+        from worker_transport.receiver import scatter_add
+
         ids = batch.headers["block_id"].astype(np.int64)
         ok = ids < self.blocks
-        self.out_of_range += int((~ok).sum())
-        np.add.at(self.model, ids[ok], -self.lr * batch.values[ok])
+        if ok.all():
+            scatter_add(self.model, ids, batch.values, -self.lr)
+        else:
+            self.out_of_range += int((~ok).sum())
+            scatter_add(self.model, ids[ok], batch.values[ok], -self.lr)
         self.applied += int(ok.sum())
 
 
