@@ -185,6 +185,25 @@ def test_topology_routes_install_and_read_back(tmp_path: Path, ctl: Controller) 
         Topology.load(tmp_path / "bad.json")
 
 
+def test_registers_the_switch_does_not_keep_are_reported(ctl: Controller) -> None:
+    from control_plane.p4info import load_p4info
+
+    info = load_p4info(P4INFO)
+    extra = info.registers.add()
+    extra.CopyFrom(info.registers[0])
+    extra.preamble.id, extra.preamble.name = 0x16000001, "OlafIngress.reg_extra"
+    extra.preamble.alias = "reg_extra"
+    ctl.push_pipeline(info, action="reconcile")  # unknown registers are accepted, then unserved
+    with pytest.raises(ControllerError) as e:
+        ctl.register("reg_extra")
+    assert "UNIMPLEMENTED" in str(e.value) and "internal to the P4 program" in str(e.value)
+    with pytest.raises(ControllerError) as e:
+        ctl.register("reg_nothing")
+    assert e.value.code == "NOT_FOUND"
+    assert ctl.queue_state() is not None
+    ctl.push_pipeline(P4INFO)
+
+
 def test_sessions_backups_and_lifetime(target: Target) -> None:
     with Controller(target.p4runtime, election_id=None) as reader:  # read-only: never primary
         assert not reader.is_primary and reader.capabilities().startswith("1.")
