@@ -282,7 +282,7 @@ def test_interface_mode_ps_on_raw_ethernet_workers_on_udp_and_ethernet() -> None
 
             ps = olaf_in("p", "ps", "--iface", "eth0", "--src-ip", IP_P, "--dst-mac", MAC_W,
                          "--switch", f"{IP_W}:20300", "--values", str(V), "--window", "8",
-                         "--duration", "3", "--stats-interval", "0", "--workers", "2")
+                         "--stats-interval", "0", "--workers", "2")
             common = ("--values", str(V), "--params", "1024", "--rate", "50", "--count", "20",
                       "--stats-interval", "0", "--policy", "always")
             workers = {
@@ -294,6 +294,8 @@ def test_interface_mode_ps_on_raw_ethernet_workers_on_udp_and_ethernet() -> None
             }
             try:
                 outputs = run_processes(workers, timeout=60)
+                time.sleep(0.5)  # the PS drains what is left
+                ps.send_signal(signal.SIGTERM)
                 ps_out = run_processes({"ps": ps}, timeout=60)["ps"]
             finally:
                 for proc in (ps, *workers.values()):
