@@ -321,14 +321,17 @@ def replay_on_bmv2(vector: Vector, build_dir: Path) -> tuple[list[bytes], list[b
 
 
 def load_p4sim() -> Any:
-    """p4/tools/p4sim.py as a module (p4/ is not a Python package)."""
-    path = REPO / "p4" / "tools" / "p4sim.py"
-    spec = importlib.util.spec_from_file_location("olaf_p4sim", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
+    """p4/tools/p4sim.py as a module (p4/ is not a Python package), loaded once."""
     import sys
 
-    sys.modules[spec.name] = module
+    name = "olaf_p4sim"
+    if name in sys.modules:
+        return sys.modules[name]
+    path = REPO / "p4" / "tools" / "p4sim.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
 

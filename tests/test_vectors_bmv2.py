@@ -128,6 +128,22 @@ def test_interpreter_catches_a_wrong_rule(tmp_path: Path) -> None:
     assert got != expected
 
 
+def test_interpreter_rejects_what_p4c_rejects(tmp_path: Path) -> None:
+    """An implicit bit<16> -> bit<8> assignment is a p4c type error; the interpreter refuses it."""
+    mutant = tmp_path / "p4"
+    shutil.copytree(p4_replay.REPO / "p4", mutant)
+    feedback = mutant / "include" / "feedback.p4"
+    text = feedback.read_text()
+    assert text.count("active8 = (bit<8>)active_clusters;") == 1
+    feedback.write_text(text.replace("active8 = (bit<8>)active_clusters;", "active8 = active_clusters;"))
+    vector = p4_replay.load_vector(p4_replay.vector_files()[0]) if VECTOR_FILES else None
+    if vector is None:
+        pytest.skip("no files in tests/vectors/ yet")
+    p4sim = p4_replay.load_p4sim()
+    with pytest.raises(p4sim.P4SimError, match="implicit conversion"):
+        p4_replay.replay_on_p4sim(vector, mutant / "olaf.p4")
+
+
 # -- the TNA program, interpreted, on V = 32 traffic from the reference queue ------------------
 
 TNA_CONFIGS = {

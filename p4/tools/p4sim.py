@@ -785,6 +785,9 @@ class Switch:
         if kind == "cast":
             v = self.eval(e[2], env)
             t = e[1]
+            typed = isinstance(v, Val) and v.t.width is not None
+            if typed and v.t.signed != t.signed and v.t.width != t.width:
+                raise P4SimError(f"cast from {v.t} to {t} changes sign and width at once: p4c rejects it")
             return Val(t.norm(v.v), t)
         if kind == "un":
             v = self.eval(e[2], env)
@@ -848,6 +851,7 @@ class Switch:
             if isinstance(base, Header):
                 if not base.valid:
                     return  # bmv2: writes to an invalid header are lost
+                self.check_type(value, base.fields[target[2]])
                 base.values[target[2]] = base.fields[target[2]].norm(self.as_int(value))
             elif isinstance(base, Struct):
                 base[target[2]] = self.coerce(value, base[target[2]])
@@ -867,8 +871,16 @@ class Switch:
         if isinstance(old, Val):
             if isinstance(value, bool):
                 return value
+            self.check_type(value, old.t)
             return Val(old.t.norm(self.as_int(value)), old.t)
         return value
+
+    @staticmethod
+    def check_type(value: Any, t: T) -> None:
+        """p4c converts only untyped literals implicitly: any other width or sign change
+        needs a cast, so the interpreter refuses it too."""
+        if isinstance(value, Val) and value.t.width is not None and value.t != t:
+            raise P4SimError(f"implicit conversion from {value.t} to {t}: p4c would reject it")
 
     # -- calls
     def call(self, e: Any, env: dict[str, Any]) -> Any:
@@ -920,7 +932,9 @@ class Switch:
                 index = self.eval(args[0], env).v
                 if index >= len(cells):
                     raise P4SimError(f"{key}[{index}] out of bounds")
-                cells[index] = t.norm(self.as_int(self.eval(args[1], env)))
+                value = self.eval(args[1], env)
+                self.check_type(value, t)
+                cells[index] = t.norm(self.as_int(value))
                 return
         if kind == "counter" and method == "count":
             index = self.eval(args[0], env).v
@@ -996,6 +1010,7 @@ class Switch:
         params, body = env["__actions__"][name]
         local = dict(env)
         for p, v in zip(params, values, strict=True):
+            self.check_type(v, p.type)
             local[p.name] = Var(Val(p.type.norm(self.as_int(v)), p.type))
         self.run(body, local)
 
