@@ -222,8 +222,9 @@ class Receiver:
             else:
                 self._run_paced(self.pull_rate)
         except BaseException as e:  # surfaced by stop(): a thread cannot raise to its caller
-            if not self._stop.is_set():
-                self.error = e
+            # close() joins this thread before closing the transport, so no error here is
+            # an artefact of shutting down.
+            self.error = e
 
     def _send_pulls(self, n: int) -> None:
         self.transport.send(np.repeat(self._pull_row, n, axis=0))
