@@ -500,3 +500,19 @@ def test_scatter_add_matches_add_at_with_and_without_repeated_blocks() -> None:
         np.add.at(expected, ids, -0.5 * values)
         scatter_add(model, ids, values, -0.5)
         np.testing.assert_allclose(model, expected, rtol=1e-6, atol=1e-6)
+
+
+def test_a_failing_ack_thread_surfaces_in_send_gradient() -> None:
+    class Broken(QueueTransport):
+        def recv(self, timeout: float | None, max_count: int = 4096) -> list[bytes]:
+            raise OSError("interface went away")
+
+    queue, lock = make_switch(values=4)
+    sender = Sender(Broken(queue, lock), cluster_id=0, worker_id=0, values=4)
+    deadline = time.monotonic() + 5
+    while sender.error is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    with pytest.raises(RuntimeError, match="ACK thread failed"):
+        sender.send_gradient(np.ones(4), reward=0.0, model_version=0)
+    assert "interface went away" in sender.stats()["ack_thread_error"]
+    sender.close()

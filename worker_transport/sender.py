@@ -123,6 +123,8 @@ class Sender:
         self.last_p_s = 1.0
         self.rtt_us: int | None = None
         self.srtt_us: float | None = None
+        self.error: BaseException | None = None
+        """What stopped the ACK thread, if anything did (re-raised by ``send_gradient``)."""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         if ack_thread:
@@ -140,6 +142,8 @@ class Sender:
         """
         if self._thread is None:
             self.poll(0.0)
+        elif self.error is not None:
+            raise RuntimeError("the sender's ACK thread failed") from self.error
         flat = as_float32_vector(gradient)
         n = num_blocks(len(flat), self.values)
         # Validate before the policy draw, so bad input is an error even when it would
@@ -194,14 +198,11 @@ class Sender:
         return len(payloads)
 
     def _ack_loop(self) -> None:
-        while not self._stop.is_set():
-            try:
+        try:
+            while not self._stop.is_set():
                 self.poll(0.05)
-            except (OSError, ValueError):
-                # The transport was closed under us: nothing more will arrive.
-                if self._stop.is_set():
-                    return
-                raise
+        except BaseException as e:  # a thread cannot raise to its caller: send_gradient does
+            self.error = e
 
     def _handle(self, payloads: list[bytes], now: int) -> None:
         # An ACK is exactly the 36-byte header: read the few fields needed straight off
@@ -317,6 +318,7 @@ class Sender:
         out["active_clusters"] = None if fb is None else fb.active_clusters
         out["congested"] = None if fb is None else fb.congested
         out["send_errors"] = int(getattr(self.transport, "send_errors", 0))
+        out["ack_thread_error"] = None if self.error is None else repr(self.error)
         return out
 
     def close(self) -> None:
