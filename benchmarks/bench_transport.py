@@ -221,7 +221,8 @@ def main() -> None:
     args = p.parse_args()
     if args.cpu is not None:
         os.sched_setaffinity(0, {args.cpu})
-    print(f"cores: {sorted(os.sched_getaffinity(0))}")
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"cores: {sorted(os.sched_getaffinity(0))} of {os.cpu_count()}; load average {load}")
     for v in args.values:
         bench_sender(args.params, v, args.repeats)
     for v in args.values:
