@@ -144,6 +144,52 @@ def test_interpreter_rejects_what_p4c_rejects(tmp_path: Path) -> None:
         p4_replay.replay_on_p4sim(vector, mutant / "olaf.p4")
 
 
+@pytest.mark.parametrize("target", ["v1model", "tna"])
+def test_forwarding_and_loss_on_p4_source(target: str) -> None:
+    """MODEL and other IPv4 traffic follow ipv4_lpm (TTL - 1, MAC rewrite, checksum);
+    non-IPv4 is dropped; drop_sim drops by its per-port probability."""
+    p4sim = p4_replay.load_p4sim()
+    main = p4_replay.P4_MAIN if target == "v1model" else p4_replay.P4_TNA_MAIN
+    switch = p4sim.Switch(main)
+    next_hop = bytes.fromhex("00000a000101")
+    switch.add_entry("OlafIngress.ipv4_lpm", ((0x0A000000, 8),), "ipv4_forward", [int(next_hop.hex(), 16), 1])
+    model = p4_replay.olaf_message(64, msg_type=6, seq=9, data=list(range(64)))
+    routed = {
+        "eth_src": p4_replay.SWITCH_MAC,
+        "eth_dst": next_hop,
+        "ip_src": p4_replay.HOST_IP,
+        "ip_dst": p4_replay.PS_IP,
+        "sport": p4_replay.HOST_PORT,
+        "ident": 5,
+        "ttl": p4_replay.TTL - 1,
+    }
+    assert switch.process(p4_replay.request_frame(model, 5)) == [
+        (1, p4_replay.frame(model, dport=p4_replay.OLAF_PORT, **routed))
+    ]
+    plain = p4_replay.frame(
+        b"hello",
+        eth_src=p4_replay.HOST_MAC,
+        eth_dst=p4_replay.SWITCH_MAC,
+        ip_src=p4_replay.HOST_IP,
+        ip_dst=p4_replay.PS_IP,
+        sport=p4_replay.HOST_PORT,
+        dport=53,
+        ident=5,
+    )
+    assert switch.process(plain) == [(1, p4_replay.frame(b"hello", dport=53, **routed))]
+    not_ipv4 = plain[:12] + b"\x86\xdd" + plain[14:]
+    assert switch.process(not_ipv4) == []
+    assert switch.counters["OlafIngress.msg_type_counter"][6] == 1
+    assert sum(switch.counters["OlafIngress.outcome_counter"]) == 0
+
+    switch.add_entry("OlafEgress.drop_sim", (1,), "set_drop_prob", [65535])
+    assert sum(len(switch.process(plain)) for _ in range(50)) <= 1
+    lossless = p4sim.Switch(main)
+    lossless.add_entry("OlafIngress.ipv4_lpm", ((0x0A000000, 8),), "ipv4_forward", [1, 1])
+    lossless.add_entry("OlafEgress.drop_sim", (1,), "set_drop_prob", [0])
+    assert sum(len(lossless.process(plain)) for _ in range(20)) == 20
+
+
 # -- the TNA program, interpreted, on V = 32 traffic from the reference queue ------------------
 
 TNA_CONFIGS = {

@@ -708,9 +708,28 @@ class Switch:
             for inst, (kind, args) in ctl.instances.items() if ctl else ():
                 self.allocate(f"{ctl.name}.{inst}", kind, args)
 
-    def add_entry(self, table: str, key: tuple[int, ...], action: str, args: list[int]) -> None:
-        """Install an exact-match entry, e.g. ("OlafIngress.util_lookup", (3,), "set_util", [191])."""
+    def add_entry(self, table: str, key: tuple[Any, ...], action: str, args: list[int]) -> None:
+        """Install an entry: exact keys as ints, lpm keys as (value, prefix length), e.g.
+        ("OlafIngress.util_lookup", (3,), "set_util", [191])."""
         self.entries.setdefault(table, []).append((key, action, args))
+
+    @staticmethod
+    def match(keys: list[tuple[Val, str]], want: tuple[Any, ...]) -> int | None:
+        """None if the entry does not match; else its priority (longest prefix first)."""
+        score = 0
+        for (value, kind), w in zip(keys, want, strict=True):
+            if kind == "exact":
+                if value.v != w:
+                    return None
+            elif kind == "lpm":
+                prefix, length = w
+                shift = value.t.width - length
+                if value.v >> shift != prefix >> shift:
+                    return None
+                score += length
+            else:
+                raise P4SimError(f"match kind {kind} is not supported")
+        return score
 
     def allocate(self, key: str, kind: str, args: list[Any]) -> None:
         """Create the state of a register or counter instance the first time it is seen."""
@@ -1021,11 +1040,15 @@ class Switch:
             props = tables[name]
             entries = self.entries.get(f"{env['__path__']}.{name}", [])
             if entries:
-                key = tuple(self.as_int(self.eval(k, env)) for k, _ in props["key"])
+                keys = [(self.eval(k, env), kind) for k, kind in props["key"]]
+                best: tuple[int, str, list[int]] | None = None
                 for want, action, values in entries:
-                    if want == key:
-                        self.run_action(action, [Val(v, T(None)) for v in values], env)
-                        return {"hit": True, "miss": False}
+                    score = self.match(keys, want)
+                    if score is not None and (best is None or score > best[0]):
+                        best = (score, action, values)
+                if best is not None:
+                    self.run_action(best[1], [Val(v, T(None)) for v in best[2]], env)
+                    return {"hit": True, "miss": False}
             default = props["default_action"]
             action, values = default[1][1], [self.eval(a, env) for a in default[2]]
             if action != "NoAction":
