@@ -1,2 +1,182 @@
-def main():
-    pass
+"""``verify-aom``: prove or refute AoM fairness and responsiveness for a deployment.
+
+Exit codes: 0 every checked property VERIFIED, 1 some property VIOLATED (a
+counterexample is printed), 2 bad arguments or an impossible configuration, 3 some
+property UNKNOWN (solver timeout, or a counterexample that could not be confirmed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from fractions import Fraction
+from typing import Any
+
+from verification.config import (
+    MODES,
+    PROPERTIES,
+    REWARD_MODELS,
+    SENDERS,
+    ConfigError,
+    Deployment,
+    load_toml,
+)
+
+EXIT_VERIFIED = 0
+EXIT_VIOLATED = 1
+EXIT_USAGE = 2
+EXIT_UNKNOWN = 3
+DEFAULT_TIMEOUT_S = 300.0
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse with a one-line error message (no usage dump) and exit code 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def _number(text: str) -> Fraction:
+    try:
+        return Fraction(text)
+    except (ValueError, ZeroDivisionError):
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+
+
+def build_parser() -> ArgumentParser:
+    d = Deployment()
+    p = ArgumentParser(
+        prog="verify-aom",
+        description=(
+            "Prove with Z3 that an OLAF deployment keeps Age-of-Model fair across workers "
+            "and bounded, or print a trace where it does not. Time is counted in slots "
+            "(one worker update period). With no options it checks the default deployment."
+        ),
+    )
+    p.add_argument("config", nargs="?", metavar="DEPLOYMENT.toml",
+                   help="TOML file with a [deployment] table (keys as the long options); "
+                        "options given on the command line override it")
+    g = p.add_argument_group("deployment")
+    g.add_argument("--workers", type=int, help=f"workers N (default {d.workers})")
+    g.add_argument("--clusters", type=int, help=f"clusters C (default {d.clusters})")
+    g.add_argument("--capacity", type=int, help=f"queue slots (default {d.capacity})")
+    g.add_argument("--pull-rate", type=_number,
+                   help=f"PULLs per slot, e.g. 0.5 or 3/2 (default {d.pull_rate})")
+    g.add_argument("--mode", choices=MODES, help=f"queue mode (default {d.mode})")
+    g.add_argument("--sender", choices=SENDERS,
+                   help="workers' transmission control (default: olaf in olaf mode, "
+                        "always in fifo mode)")
+    g.add_argument("--alpha", type=float, help=f"P_s exploration weight (default {d.alpha})")
+    g.add_argument("--beta", type=float, help=f"P_s decay per ms (default {d.beta})")
+    g.add_argument("--slot-ms", type=float, help=f"slot length in ms (default {d.slot_ms:g})")
+    g.add_argument("--rewards", choices=REWARD_MODELS,
+                   help="merge: no reward threshold set (default); any: rewards unknown")
+    c = p.add_argument_group("check")
+    c.add_argument("--horizon", type=int, help=f"slots T to check (default {d.horizon})")
+    c.add_argument("--warmup", type=int,
+                   help=f"initial slots exempt from the properties (default {d.warmup})")
+    c.add_argument("--fairness-threshold", type=_number,
+                   help=f"slots (default {d.fairness_threshold})")
+    c.add_argument("--aom-bound", type=int, help=f"slots (default {d.aom_bound})")
+    c.add_argument("--max-skip", type=int,
+                   help=f"a worker that keeps sending skips at most this many slots in a row "
+                        f"(default {d.max_skip})")
+    c.add_argument("--property", choices=(*PROPERTIES, "both"), default=None,
+                   help="which property to check (default both)")
+    c.add_argument("--timeout", type=float, default=None,
+                   help=f"seconds per property (default {DEFAULT_TIMEOUT_S:g})")
+    c.add_argument("--engine", choices=("auto", "counting", "segments", "explicit"),
+                   default="auto", help="encoding (default auto: the fastest exact one)")
+    c.add_argument("--no-replay", action="store_true",
+                   help="do not replay counterexamples through the reference OlafQueue")
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    return p
+
+
+FLAG_FIELDS = ("workers", "clusters", "capacity", "pull_rate", "mode", "sender", "alpha", "beta",
+               "slot_ms", "rewards", "horizon", "warmup", "fairness_threshold", "aom_bound",
+               "max_skip")
+
+
+def deployment_from_args(args: argparse.Namespace) -> tuple[Deployment, str, float]:
+    """The deployment, the property selection and the timeout; ConfigError if impossible."""
+    values: dict[str, Any] = load_toml(args.config) if args.config else {}
+    prop = values.pop("property", None)
+    timeout = values.pop("timeout", None)
+    for name in FLAG_FIELDS:
+        value = getattr(args, name)
+        if value is not None:
+            values[name] = value
+    prop = args.property or prop or "both"
+    if prop not in (*PROPERTIES, "both"):
+        raise ConfigError(f"property must be fairness, responsiveness or both, got {prop!r}")
+    timeout = args.timeout if args.timeout is not None else timeout
+    timeout = DEFAULT_TIMEOUT_S if timeout is None else timeout
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+        raise ConfigError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    return Deployment(**values), prop, float(timeout)
+
+
+def describe(dep: Deployment) -> str:
+    sizes = sorted({len(dep.members(k)) for k in range(dep.clusters)})
+    per = "/".join(map(str, sizes))
+    return (
+        f"{dep.workers} workers in {dep.clusters} clusters ({per} each), capacity "
+        f"{dep.capacity}, {dep.mode.upper()} mode, sender {dep.sender}, "
+        f"{float(dep.pull_rate):g} PULL/slot, slot {dep.slot_ms:g} ms, alpha {dep.alpha:g}, "
+        f"beta {dep.beta:g}, rewards={dep.rewards}; slots {dep.warmup}..{dep.horizon - 1} "
+        f"checked, fairness <= {float(dep.fairness_threshold):g}, AoM <= {dep.aom_bound}, "
+        f"max skip {dep.max_skip}"
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        dep, prop, timeout = deployment_from_args(args)
+    except ConfigError as e:
+        print(f"verify-aom: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    # z3 is slow to import; argument errors above stay fast.
+    from verification.model import Options, check_property
+    from verification.replay import replay
+
+    props = PROPERTIES if prop == "both" else (prop,)
+    results = []
+    for name in props:
+        result = check_property(dep, name, timeout, Options(engine=args.engine))
+        entry = result.to_dict()
+        if result.trace is not None and not args.no_replay:
+            report = replay(dep, result.trace)
+            entry["replay"] = {"reproduced": report.ok, "messages": report.messages,
+                               "mismatches": report.mismatches}
+            if not report.ok:
+                result.status = entry["status"] = "UNKNOWN"
+                result.reason = entry["reason"] = (
+                    f"model/queue disagreement: {report.summary()}")
+            else:
+                entry["replay_summary"] = report.summary()
+        results.append((result, entry))
+    statuses = [r.status for r, _ in results]
+    code = (EXIT_VIOLATED if "VIOLATED" in statuses
+            else EXIT_UNKNOWN if "UNKNOWN" in statuses else EXIT_VERIFIED)
+    if args.json:
+        doc = {"deployment": dep.as_dict(), "results": [e for _, e in results],
+               "exit_code": code}
+        print(json.dumps(doc, indent=2))
+        return code
+    print(f"deployment: {describe(dep)}")
+    for result, entry in results:
+        print(f"{result.prop:<15} {result.status:<9} ({result.seconds:.1f} s) {result.reason}")
+        if result.trace is not None:
+            print(result.trace.table())
+            if "replay_summary" in entry:
+                print(f"replay: {entry['replay_summary']}")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

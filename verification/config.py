@@ -1,0 +1,202 @@
+"""What ``verify-aom`` checks: one deployment, its horizon and the two property bounds.
+
+A ``Deployment`` is validated when it is built, so an impossible configuration never
+reaches the solver. Everything time-like is counted in *slots*: one slot is one
+update period of the workers (``slot_ms`` milliseconds; every worker produces one
+fresh update per slot) and the parameter server sends ``pull_rate`` PULLs per slot.
+
+The default deployment (``Deployment()``) is the one ``verify-aom`` with no flags
+proves: the switch defaults (capacity 64, OLAF mode, no reward threshold set yet,
+``alpha = 0.2``, ``beta = 0.05``) with 8 workers in 2 clusters, one PULL per slot,
+a horizon of 24 slots after a warm-up of 4, fairness within 1.5 slots of the mean
+and every worker's AoM at most 3 slots.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import asdict, dataclass, fields
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+from worker_transport.policy import DEFAULT_ALPHA, DEFAULT_BETA
+
+MODES = ("olaf", "fifo")
+SENDERS = ("olaf", "always")
+REWARD_MODELS = ("merge", "any")
+PROPERTIES = ("fairness", "responsiveness")
+
+MAX_WORKERS = 256
+MAX_HORIZON = 1000
+MAX_PULLS_PER_SLOT = 64
+CONTRIBUTOR_BITS = 32
+"""Width of the wire's contributors bitmap: worker ``u`` sets bit ``u % 32``."""
+
+
+class ConfigError(ValueError):
+    """A deployment that cannot exist or cannot be checked; the message says why."""
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """One configuration to verify (DESIGN.md §3-§5), in slots."""
+
+    workers: int = 8
+    clusters: int = 2
+    capacity: int = 64
+    pull_rate: Fraction = Fraction(1)
+    """PULLs per slot (a rational number; 0.5 = one PULL every other slot)."""
+    horizon: int = 24
+    """T, slots checked (0 .. T-1)."""
+    warmup: int = 4
+    """Slots at the start where the properties are not required (queues filling)."""
+    fairness_threshold: Fraction = Fraction(3, 2)
+    """Slots: ``max_u |AoM_u(t) - mean AoM(t)|`` may not exceed this."""
+    aom_bound: int = 3
+    """Slots: ``AoM_u(t)`` of a worker that keeps sending may not exceed this."""
+    alpha: float = DEFAULT_ALPHA
+    beta: float = DEFAULT_BETA
+    """Per millisecond, as in DESIGN.md §4."""
+    slot_ms: float = 10.0
+    """Length of a slot: the workers' update period, in milliseconds."""
+    mode: str = "olaf"
+    """Queue mode: ``olaf`` (merge/replace/drop) or ``fifo`` (drop-tail baseline)."""
+    sender: str | None = None
+    """Workers' transmission control: ``olaf`` (P_s, DESIGN.md §4) or ``always``.
+    ``None`` picks the natural partner of ``mode``: olaf -> olaf, fifo -> always."""
+    max_skip: int = 2
+    """A worker that keeps sending skips at most this many slots in a row."""
+    rewards: str = "merge"
+    """``merge``: no reward threshold set (the switch default, every compatible update
+    merges). ``any``: rewards and threshold unknown, so an update that meets another
+    worker's slot may merge, replace it or be dropped (the adversary picks)."""
+
+    def __post_init__(self) -> None:
+        def fail(message: str) -> None:
+            raise ConfigError(message)
+
+        object.__setattr__(self, "pull_rate", _fraction(self.pull_rate, "pull-rate"))
+        object.__setattr__(
+            self, "fairness_threshold", _fraction(self.fairness_threshold, "fairness-threshold")
+        )
+        for name in ("workers", "clusters", "capacity", "horizon", "warmup", "aom_bound",
+                     "max_skip"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                fail(f"{name.replace('_', '-')} must be an integer, got {value!r}")
+        if not 1 <= self.workers <= MAX_WORKERS:
+            fail(f"workers must be 1..{MAX_WORKERS}, got {self.workers}")
+        if not 1 <= self.clusters <= self.workers:
+            fail(
+                f"clusters must be 1..workers ({self.workers}): every cluster needs a worker, "
+                f"got {self.clusters}"
+            )
+        if self.clusters > 255:
+            fail("clusters must be at most 255 (active_clusters is an 8-bit field)")
+        if not 1 <= self.capacity <= 65535:
+            fail(f"capacity must be 1..65535 slots, got {self.capacity}")
+        if not 0 < self.pull_rate <= MAX_PULLS_PER_SLOT:
+            fail(f"pull-rate must be > 0 and <= {MAX_PULLS_PER_SLOT} PULLs per slot, "
+                 f"got {float(self.pull_rate):g}")
+        if not 1 <= self.horizon <= MAX_HORIZON:
+            fail(f"horizon must be 1..{MAX_HORIZON} slots, got {self.horizon}")
+        if not 0 <= self.warmup < self.horizon:
+            fail(f"warmup must be 0..horizon-1 ({self.horizon - 1}), got {self.warmup}")
+        if self.fairness_threshold < 0:
+            fail("fairness-threshold must be >= 0 slots")
+        if self.aom_bound < 0:
+            fail("aom-bound must be >= 0 slots")
+        if self.max_skip < 0:
+            fail("max-skip must be >= 0 slots")
+        if not (math.isfinite(self.alpha) and self.alpha >= 0):
+            fail(f"alpha must be finite and >= 0, got {self.alpha}")
+        if not (math.isfinite(self.beta) and self.beta >= 0):
+            fail(f"beta must be finite and >= 0 (per ms), got {self.beta}")
+        if not (math.isfinite(self.slot_ms) and self.slot_ms > 0):
+            fail(f"slot-ms must be > 0, got {self.slot_ms}")
+        if self.mode not in MODES:
+            fail(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
+        if self.sender is None:
+            object.__setattr__(self, "sender", "olaf" if self.mode == "olaf" else "always")
+        if self.sender not in SENDERS:
+            fail(f"sender must be one of {', '.join(SENDERS)}, got {self.sender!r}")
+        if self.rewards not in REWARD_MODELS:
+            fail(f"rewards must be one of {', '.join(REWARD_MODELS)}, got {self.rewards!r}")
+        if self.rewards == "any" and self.mode == "fifo":
+            fail("rewards=any needs mode=olaf: FIFO mode never compares rewards")
+
+    # -- derived -------------------------------------------------------------------
+    def cluster_of(self, worker: int) -> int:
+        """Workers are split into contiguous id ranges, cluster sizes differing by <= 1."""
+        return worker * self.clusters // self.workers
+
+    def members(self, cluster: int) -> list[int]:
+        return [u for u in range(self.workers) if self.cluster_of(u) == cluster]
+
+    def aliases(self, worker: int) -> list[int]:
+        """Workers the PS credits when it sees ``worker``'s contributor bit (itself
+        included): same cluster and same ``id % 32`` (DESIGN.md §5)."""
+        c = self.cluster_of(worker)
+        return [v for v in self.members(c) if v % CONTRIBUTOR_BITS == worker % CONTRIBUTOR_BITS]
+
+    @property
+    def aliasing(self) -> bool:
+        """True when some cluster has more than 32 workers, so contributor bits alias."""
+        return any(len(self.aliases(u)) > 1 for u in range(self.workers))
+
+    def pulls_in_slot(self, t: int) -> int:
+        """PULLs the PS sends during slot ``t``: a constant rate, ``floor``-scheduled."""
+        r = self.pull_rate
+        return math.floor((t + 1) * r) - math.floor(t * r)
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["pull_rate"] = _fraction_out(self.pull_rate)
+        d["fairness_threshold"] = _fraction_out(self.fairness_threshold)
+        return d
+
+
+def _fraction(value: Any, name: str) -> Fraction:
+    if isinstance(value, Fraction):
+        return value
+    if isinstance(value, bool):
+        raise ConfigError(f"{name} must be a number, got {value!r}")
+    try:
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                raise ValueError
+            return Fraction(value).limit_denominator(1000)
+        return Fraction(value)
+    except (ValueError, TypeError, ZeroDivisionError):
+        raise ConfigError(f"{name} must be a number, got {value!r}") from None
+
+
+def _fraction_out(value: Fraction) -> int | float:
+    return int(value) if value.denominator == 1 else float(value)
+
+
+FIELD_NAMES = frozenset(f.name for f in fields(Deployment))
+
+
+def load_toml(path: str | Path) -> dict[str, Any]:
+    """The ``[deployment]`` table of a TOML file (or its top level), keys as the flags
+    spell them (``pull-rate`` or ``pull_rate``); unknown keys are an error."""
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except OSError as e:
+        raise ConfigError(f"cannot read {path}: {e.strerror}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: not valid TOML: {e}") from None
+    table = data.get("deployment", data)
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: [deployment] must be a table")
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        name = key.replace("-", "_")
+        if name not in FIELD_NAMES and name not in ("timeout", "property"):
+            raise ConfigError(f"{path}: unknown key {key!r}")
+        out[name] = value
+    return out

@@ -1,0 +1,676 @@
+"""The bounded Z3 model of an OLAF deployment and its AoM properties.
+
+The model unrolls ``T`` slots. In slot ``t`` the workers that send (each at most
+once) and the ``pulls_in_slot(t)`` PULLs of the parameter server reach the switch in
+an order the solver picks freely: slot ``t`` has ``N + P_t`` message positions, each
+holding a worker's UPDATE, a PULL, or nothing (idle positions only at the end). The
+switch applies DESIGN.md §3 to each message in turn. See ``verification/README.md``
+for every abstraction and why it is sound.
+
+Queue state, per message position:
+
+* OLAF mode: at most one queued slot per cluster (one block per update, so the
+  ``[cluster][block]`` index allows one slot per cluster; see README). The queue is
+  ``pos[0..K-1]``, the clusters of the queued slots in ring order from ``read_ptr``
+  (``K = min(capacity, C)``), plus per cluster ``queued`` and ``single``
+  (``agg_count == 1``) and per worker ``inb`` (its contributor bit is in its
+  cluster's slot). With one queued slot per key, the index always points at it.
+* FIFO mode: ``pos[0..capacity-1]`` holds the worker of each queued slot.
+
+Per worker: the slot of its last send and the window of slots after it during
+which ``P_s`` stays 1 (a table lookup on the ACK's occupancy and active clusters),
+and ``AoM_u`` in slots.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import z3
+
+from verification.config import Deployment
+from verification.trace import Event, Slot, Trace
+from worker_transport.policy import Feedback, OlafPolicy
+from worker_transport.protocol import Outcome
+
+CODE_DATA = 5
+CODE_EMPTY = 6
+CODE_IDLE = 7
+FAIRNESS_CAP = 4
+ENGINES = ("auto", "counting", "segments", "explicit")
+CHOICES = ("MERGED", "REPLACED", "DROPPED_REWARD")
+
+
+def _code(value: int) -> Any:
+    return z3.BitVecVal(int(value), 3)
+
+
+def bits(n: int) -> int:
+    """Bits that hold 0..n."""
+    return max(1, int(n).bit_length())
+
+
+def queue_util(occupied: int, capacity: int) -> int:
+    return 255 * occupied // capacity
+
+
+def slot_us(dep: Deployment) -> int:
+    return max(1, round(dep.slot_ms * 1000))
+
+
+def forced_window(dep: Deployment, occupied: int, active: int) -> int:
+    """Slots after an ACK (occupancy ``occupied``, ``active`` clusters) during which the
+    worker's ``P_s`` is exactly 1, so it must send: 0 = never, ``horizon`` = always.
+
+    ``P_s`` is evaluated with the implementation's own policy at the *latest* instant
+    the decision can fall (``gap`` whole slots after the ACK): ``P_s`` only shrinks
+    with time, so a send is forced in the model only when it is forced for every
+    timing within the slot. The worker clock counts integer microseconds.
+    """
+    if dep.sender == "always":
+        return dep.horizon
+    policy = OlafPolicy(dep.capacity, dep.alpha, dep.beta)
+    util = queue_util(occupied, dep.capacity)
+    fb = Feedback(queue_util=util, active_clusters=active, congested=False, received_us=0)
+    window = 0
+    for gap in range(1, dep.horizon + 1):
+        if policy.probability(fb, gap * slot_us(dep)) >= 1.0:
+            window = gap
+        else:
+            break
+    return window
+
+
+def reachable_feedback(dep: Deployment) -> list[tuple[int, int]]:
+    """(occupied, active_clusters) pairs an ACK can carry in the model."""
+    k = queue_slots(dep)
+    if dep.mode == "olaf":
+        return [(o, o) for o in range(k + 1)]
+    return [(0, 0)] + [(o, a) for o in range(1, k + 1) for a in range(1, min(dep.clusters, o) + 1)]
+
+
+def queue_slots(dep: Deployment) -> int:
+    """K: the most slots that can be queued at once in the model."""
+    if dep.mode == "olaf":
+        return min(dep.capacity, dep.clusters)
+    return dep.capacity
+
+
+@dataclass
+class Options:
+    """Encoding choices (the benchmark compares them)."""
+
+    incremental: bool = True
+    """Check the property slot by slot (push the next slot, ask for a violation there)
+    instead of one query over the whole horizon."""
+    symmetry_breaking: bool = True
+    """Fix the slot-0 arrival order of interchangeable workers and clusters."""
+    logic: str | None = "QF_BV"
+    """Solver logic (``None`` = z3's default solver)."""
+    engine: str = "auto"
+    """``counting`` (``verification.counting``), ``segments`` (``verification.segments``),
+    ``explicit`` (one position per message, this module) or ``auto``: the first of
+    these that is exact for the deployment."""
+
+
+@dataclass
+class CheckResult:
+    prop: str
+    status: str
+    """VERIFIED, VIOLATED or UNKNOWN."""
+    seconds: float
+    size: dict[str, int] = field(default_factory=dict)
+    """Model size: solver assertions, Boolean and bit-vector constants, message positions."""
+    trace: Trace | None = None
+    reason: str = ""
+    """UNKNOWN: why (timeout, solver's reason); VERIFIED/VIOLATED: a one-line summary."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "property": self.prop,
+            "status": self.status,
+            "seconds": round(self.seconds, 3),
+            "size": self.size,
+            "reason": self.reason,
+            "counterexample": self.trace.to_dict() if self.trace else None,
+        }
+
+
+class _Step:
+    """Symbolic terms of one message position, kept for the counterexample."""
+
+    __slots__ = ("ev", "code", "occ", "choice", "own", "credit", "inb_before", "pos0")
+
+    def __init__(self) -> None:
+        self.ev: Any = None
+        self.code: Any = None
+        self.occ: Any = None
+        self.choice: Any = None
+        self.own: Any = z3.BoolVal(False)
+        self.credit: list[Any] = []
+        self.inb_before: list[Any] = []
+        self.pos0: Any = None
+
+
+class AomModel:
+    """The unrolled transition system for one deployment and one property."""
+
+    def __init__(self, dep: Deployment, prop: str, options: Options | None = None,
+                 aom_cap: int | None = None) -> None:
+        if prop not in ("fairness", "responsiveness"):
+            raise ValueError(f"unknown property {prop!r}")
+        self.dep = dep
+        self.prop = prop
+        self.opt = options or Options()
+        self.solver = z3.SolverFor(self.opt.logic) if self.opt.logic else z3.Solver()
+        n, c = dep.workers, dep.clusters
+        self.K = queue_slots(dep)
+        self.PULL = n
+        self.IDLE = n + 1
+        self.wE = bits(n + 1)
+        self.wO = bits(self.K)
+        self.wT = bits(dep.horizon + 1)
+        self.aom_cap = min(aom_cap or dep.horizon, dep.horizon)
+        """AoM counters saturate here; ``horizon`` (no saturation possible) by default."""
+        self.wA = bits(self.aom_cap)
+        self.wF = bits(n * self.aom_cap) + 2
+        self.cluster = [dep.cluster_of(u) for u in range(n)]
+        self.members = [dep.members(k) for k in range(c)]
+        self.steps: list[list[_Step]] = []
+        self.skipped: list[list[Any]] = []
+        self.aom: list[list[Any]] = []
+        self.positions = 0
+        self._constants = 0
+        self._init_state()
+        self._init_transmission()
+        self.target = None
+        if prop == "responsiveness":
+            self.target = [z3.Bool(f"target_{u}") for u in range(n)]
+            self.solver.add(z3.PbEq([(b, 1) for b in self.target], 1))
+
+    # -- helpers -------------------------------------------------------------------
+    def _bv(self, name: str, width: int) -> Any:
+        self._constants += 1
+        return z3.BitVec(name, width)
+
+    def _bool(self, name: str) -> Any:
+        self._constants += 1
+        return z3.Bool(name)
+
+    def _fresh(self, name: str, value: Any) -> Any:
+        """A named constant equal to ``value``: keeps terms shallow across many steps."""
+        v = self._bool(name) if z3.is_bool(value) else self._bv(name, value.size())
+        self.solver.add(v == value)
+        return v
+
+    def _const(self, value: int, width: int) -> Any:
+        return z3.BitVecVal(value, width)
+
+    # -- state ---------------------------------------------------------------------
+    def _init_state(self) -> None:
+        dep = self.dep
+        self.occ = self._const(0, self.wO)
+        pos_width = bits(max(dep.clusters - 1, 1)) if dep.mode == "olaf" else self.wE
+        self.pos_width = pos_width
+        self.pos = [self._const(0, pos_width) for _ in range(self.K)]
+        self.queued = [z3.BoolVal(False) for _ in range(dep.clusters)]
+        self.single = [z3.BoolVal(False) for _ in range(dep.clusters)]
+        self.inb = [z3.BoolVal(False) for _ in range(dep.workers)]
+        self.count = [self._const(0, self.wO) for _ in range(dep.clusters)]
+        self.aom_now = [self._const(0, self.wA) for _ in range(dep.workers)]
+
+    def _init_transmission(self) -> None:
+        dep = self.dep
+        table = {fb: forced_window(dep, *fb) for fb in reachable_feedback(dep)}
+        self.window_table = table
+        values = set(table.values())
+        # A window that covers the horizon for every reachable ACK means P_s is 1
+        # throughout: every send is forced and the window need not be tracked.
+        self.always_forced = values <= {dep.horizon}
+        self.window_default = max(values, key=lambda v: sum(1 for x in table.values() if x == v))
+        self.last_send = [self._const(0, self.wT) for _ in range(dep.workers)]
+        self.window = [self._const(dep.horizon, self.wT) for _ in range(dep.workers)]
+
+    def _window_of(self, occ: Any, active: Any) -> Any:
+        """The forced-send window for an ACK carrying (occ, active), as a term."""
+        expr = self._const(self.window_default, self.wT)
+        for (o, a), w in self.window_table.items():
+            if w == self.window_default:
+                continue
+            cond = occ == o if self.dep.mode == "olaf" else z3.And(occ == o, active == a)
+            expr = z3.If(cond, self._const(w, self.wT), expr)
+        return expr
+
+    def _active(self) -> Any:
+        w = self.wO
+        if self.dep.mode == "olaf":
+            return self.occ
+        return z3.Sum([z3.If(self.count[k] != 0, self._const(1, w + 8), self._const(0, w + 8))
+                       for k in range(self.dep.clusters)])
+
+    # -- one slot ------------------------------------------------------------------
+    def add_slot(self, t: int) -> None:
+        dep, s = self.dep, self.solver
+        n = dep.workers
+        pulls = dep.pulls_in_slot(t)
+        m = n + pulls
+        self.positions += m
+        evs = [self._bv(f"ev_{t}_{j}", self.wE) for j in range(m)]
+        for j, ev in enumerate(evs):
+            s.add(z3.ULE(ev, self.IDLE))
+            if j + 1 < m:
+                s.add(z3.Implies(ev == self.IDLE, evs[j + 1] == self.IDLE))
+        is_w = [[ev == u for u in range(n)] for ev in evs]
+        for u in range(n):
+            s.add(z3.AtMost(*[is_w[j][u] for j in range(m)], 1))
+        if pulls:
+            s.add(z3.PbEq([(ev == self.PULL, 1) for ev in evs], pulls))
+        else:
+            s.add(*[ev != self.PULL for ev in evs])
+        sends = [z3.Or([is_w[j][u] for j in range(m)]) for u in range(n)]
+        self._transmission(t, sends)
+        if t == 0 and self.opt.symmetry_breaking and not dep.aliasing:
+            self._break_symmetry(evs, is_w)
+
+        received = [[] for _ in range(n)]
+        windows: list[Any] = []
+        steps = []
+        for j in range(m):
+            step = self._message(t, j, evs[j], is_w[j], received)
+            steps.append(step)
+            if not self.always_forced:
+                windows.append(self._window_of(self.occ, self._active()))
+        self.steps.append(steps)
+        self.skipped.append([z3.Not(x) for x in sends])
+
+        if not self.always_forced:
+            for u in range(n):
+                w = self.window[u]
+                for j in range(m):
+                    w = z3.If(is_w[j][u], windows[j], w)
+                self.window[u] = self._fresh(f"window_{t}_{u}", w)
+                self.last_send[u] = self._fresh(
+                    f"last_{t}_{u}", z3.If(sends[u], self._const(t, self.wT), self.last_send[u])
+                )
+        self._advance_aom(t, received)
+
+    def _advance_aom(self, t: int, received: list[list[Any]]) -> None:
+        """AoM_u(t) = t - (last slot in which the PS credited u), 0 initially; the
+        counter saturates at ``aom_cap``, exact while the true value is below it."""
+        cap = self._const(self.aom_cap, self.wA)
+        one = self._const(1, self.wA)
+        zero = self._const(0, self.wA)
+        new_aom = []
+        for u in range(self.dep.workers):
+            got = z3.Or(received[u]) if received[u] else z3.BoolVal(False)
+            a = self.aom_now[u]
+            prev = z3.If(a == cap, cap, a + one) if t > 0 else zero
+            new_aom.append(self._fresh(f"aom_{t}_{u}", z3.If(got, zero, prev)))
+        self.aom_now = new_aom
+        self.aom.append(new_aom)
+
+    def _transmission(self, t: int, sends: list[Any]) -> None:
+        """Sends allowed by P_s: forced while P_s = 1 (always before the first ACK);
+        free otherwise, except that a worker that keeps sending skips at most
+        ``max_skip`` slots in a row."""
+        dep, s = self.dep, self.solver
+        if t == 0 or self.always_forced:
+            s.add(*sends)
+            return
+        tc = self._const(t, self.wT)
+        for u in range(dep.workers):
+            gap = tc - self.last_send[u]
+            s.add(z3.Implies(z3.ULE(gap, self.window[u]), sends[u]))
+            keeps = z3.Implies(z3.UGT(gap, dep.max_skip), sends[u])
+            if self.target is None:
+                s.add(keeps)
+            else:
+                s.add(z3.Implies(self.target[u], keeps))
+
+    def _break_symmetry(self, evs: list[Any], is_w: list[list[Any]]) -> None:
+        """Workers of one cluster are interchangeable, and so are clusters of equal size:
+        relabelling them maps behaviours to behaviours and keeps both properties. All
+        workers send in slot 0 (no ACK yet), so we may require that in slot 0 they
+        arrive in id order within a cluster and equal-size clusters in id order of their
+        first arrival."""
+        dep, s = self.dep, self.solver
+        m = len(evs)
+        wp = bits(m)
+        place = [self._bv(f"place0_{u}", wp) for u in range(dep.workers)]
+        for j in range(m):
+            for u in range(dep.workers):
+                s.add(z3.Implies(is_w[j][u], place[u] == j))
+        for mem in self.members:
+            for a, b in zip(mem, mem[1:], strict=False):
+                s.add(z3.ULT(place[a], place[b]))
+        for k in range(dep.clusters - 1):
+            if len(self.members[k]) == len(self.members[k + 1]):
+                s.add(z3.ULT(place[self.members[k][0]], place[self.members[k + 1][0]]))
+
+    def _message(self, t: int, j: int, ev: Any, is_w: list[Any], received: list[list[Any]]) -> _Step:
+        dep, s = self.dep, self.solver
+        step = _Step()
+        step.ev = ev
+        step.pos0 = self.pos[0]
+        step.inb_before = list(self.inb)
+        is_pull = ev == self.PULL
+        nonempty = self.occ != 0
+        pop = z3.And(is_pull, nonempty)
+        can_enq = z3.ULT(self.occ, self.K)
+        one_o = self._const(1, self.wO)
+        choice = None
+        if dep.mode == "olaf":
+            if dep.rewards == "any":
+                choice = self._bv(f"choice_{t}_{j}", 2)
+                s.add(z3.ULE(choice, 2))
+            code, enq_any = self._olaf_message(t, j, ev, is_w, pop, can_enq, choice, received,
+                                               step)
+        else:
+            code, enq_any = self._fifo_message(t, j, ev, is_w, pop, can_enq, received, step)
+        occ = z3.If(pop, self.occ - one_o, z3.If(enq_any, self.occ + one_o, self.occ))
+        self.occ = self._fresh(f"occ_{t}_{j}", occ)
+        step.code = self._fresh(f"code_{t}_{j}", code)
+        step.occ = self.occ
+        step.choice = choice
+        return step
+
+    def _shift_or_write(self, pop: Any, write: Any, value: Any, tag: str) -> None:
+        new = []
+        for k in range(self.K):
+            nxt = self.pos[k + 1] if k + 1 < self.K else self._const(0, self.pos_width)
+            new.append(self._fresh(
+                f"pos_{tag}_{k}",
+                z3.If(pop, nxt, z3.If(z3.And(write, self.occ == k), value, self.pos[k])),
+            ))
+        self.pos = new
+
+    def _olaf_message(self, t, j, ev, is_w, pop, can_enq, choice, received, step):  # noqa: ANN001, ANN202
+        dep = self.dep
+        code = z3.If(ev == self.PULL, z3.If(pop, _code(CODE_DATA), _code(CODE_EMPTY)), _code(CODE_IDLE))
+        enq_any = []
+        owns = []
+        head = [z3.And(pop, self.pos[0] == k) for k in range(dep.clusters)]
+        new_inb = list(self.inb)
+        cval = self._const(0, self.pos_width)
+        for k, mem in enumerate(self.members):
+            send_k = z3.Or([is_w[u] for u in mem])
+            own = z3.And(self.single[k], z3.Or([z3.And(is_w[u], self.inb[u]) for u in mem]))
+            owns.append(z3.And(send_k, self.queued[k], own))
+            hit = z3.And(send_k, self.queued[k])
+            if choice is None:
+                repl = z3.And(hit, own)
+                merge = z3.And(hit, z3.Not(own))
+                drop = z3.BoolVal(False)
+            else:
+                repl = z3.And(hit, z3.Or(own, choice == 1))
+                merge = z3.And(hit, z3.Not(own), choice == 0)
+                drop = z3.And(hit, z3.Not(own), choice == 2)
+            enq = z3.And(send_k, z3.Not(self.queued[k]), can_enq)
+            full = z3.And(send_k, z3.Not(self.queued[k]), z3.Not(can_enq))
+            enq_any.append(enq)
+            cval = z3.If(send_k, self._const(k, self.pos_width), cval)
+            code = z3.If(enq, _code(Outcome.ENQUEUED), code)
+            code = z3.If(merge, _code(Outcome.MERGED), code)
+            code = z3.If(repl, _code(Outcome.REPLACED), code)
+            code = z3.If(drop, _code(Outcome.DROPPED_REWARD), code)
+            code = z3.If(full, _code(Outcome.DROPPED_FULL), code)
+            for u in mem:
+                # The PS credits every worker whose bit is set, aliases included.
+                bit = z3.Or([self.inb[v] for v in dep.aliases(u)])
+                received[u].append(z3.And(head[k], bit))
+                new_inb[u] = z3.If(
+                    is_w[u],
+                    z3.Or(enq, merge, repl, self.inb[u]),
+                    z3.If(z3.Or(repl, head[k]), False, self.inb[u]),
+                )
+            self.queued[k] = self._fresh(
+                f"queued_{t}_{j}_{k}", z3.If(enq, True, z3.If(head[k], False, self.queued[k]))
+            )
+            self.single[k] = self._fresh(
+                f"single_{t}_{j}_{k}",
+                z3.If(z3.Or(enq, repl), True, z3.If(merge, False, self.single[k])),
+            )
+        self.inb = [self._fresh(f"inb_{t}_{j}_{u}", x) for u, x in enumerate(new_inb)]
+        any_enq = z3.Or(enq_any)
+        self._shift_or_write(pop, any_enq, cval, f"{t}_{j}")
+        step.credit = [r[-1] for r in received]
+        step.own = z3.Or(owns)
+        return code, any_enq
+
+    def _fifo_message(self, t, j, ev, is_w, pop, can_enq, received, step):  # noqa: ANN001, ANN202
+        dep = self.dep
+        is_send = z3.ULT(ev, self.PULL)
+        enq = z3.And(is_send, can_enq)
+        code = z3.If(ev == self.PULL, z3.If(pop, _code(CODE_DATA), _code(CODE_EMPTY)), _code(CODE_IDLE))
+        code = z3.If(enq, _code(Outcome.ENQUEUED), code)
+        code = z3.If(z3.And(is_send, z3.Not(can_enq)), _code(Outcome.DROPPED_FULL), code)
+        head = self.pos[0]
+        for u in range(dep.workers):
+            received[u].append(z3.And(pop, z3.Or([head == v for v in dep.aliases(u)])))
+        if not self.always_forced:
+            one = self._const(1, self.wO)
+            for k, mem in enumerate(self.members):
+                in_k = z3.Or([head == v for v in mem])
+                send_k = z3.Or([is_w[u] for u in mem])
+                self.count[k] = self._fresh(
+                    f"count_{t}_{j}_{k}",
+                    z3.If(z3.And(pop, in_k), self.count[k] - one,
+                          z3.If(z3.And(enq, send_k), self.count[k] + one, self.count[k])),
+                )
+        self._shift_or_write(pop, enq, ev, f"{t}_{j}")
+        step.credit = [r[-1] for r in received]
+        return code, enq
+
+    # -- properties ----------------------------------------------------------------
+    def violation(self, t: int) -> Any:
+        """The property fails at the end of slot ``t``."""
+        dep = self.dep
+        aom = self.aom[t]
+        if self.prop == "responsiveness":
+            return z3.Or([z3.And(self.target[u], z3.UGT(a, dep.aom_bound))
+                          for u, a in enumerate(aom)])
+        n = dep.workers
+        wide = [z3.ZeroExt(self.wF - self.wA, a) for a in aom]
+        total = z3.Sum(wide) if n > 1 else wide[0]
+        limit = (n * dep.fairness_threshold.numerator) // dep.fairness_threshold.denominator
+        lim = self._const(limit, self.wF)
+        out = []
+        for a in wide:
+            d = a * n - total
+            out += [d > lim, d < -lim]
+        if self.aom_cap < dep.horizon:
+            # A saturated counter hides the true AoM: report it, the caller widens the cap.
+            out += [a == self.aom_cap for a in aom]
+        return z3.Or(out)
+
+    def saturated(self, trace: Trace) -> bool:
+        """The trace reached the AoM cap, so its AoM values are lower bounds only."""
+        return self.aom_cap < self.dep.horizon and any(
+            a >= self.aom_cap for s in trace.slots for a in s.aom)
+
+    def size(self) -> dict[str, int]:
+        return {
+            "assertions": len(self.solver.assertions()),
+            "constants": self._constants,
+            "message_positions": self.positions,
+        }
+
+    # -- solving -------------------------------------------------------------------
+    def check(self, timeout_s: float | None = None) -> CheckResult:
+        dep, s = self.dep, self.solver
+        start = time.monotonic()
+        deadline = None if timeout_s is None else start + timeout_s
+
+        def run(*assumptions: Any) -> Any:
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return z3.unknown
+                s.set("timeout", max(1, int(left * 1000)))
+            return s.check(*assumptions)
+
+        answer = z3.unsat
+        bad_slot = None
+        if self.opt.incremental:
+            for t in range(dep.horizon):
+                self.add_slot(t)
+                if t < dep.warmup:
+                    continue
+                flag = z3.Bool(f"violation_at_{t}")
+                s.add(z3.Implies(flag, self.violation(t)))
+                answer = run(flag)
+                if answer != z3.unsat:
+                    bad_slot = t
+                    break
+        else:
+            for t in range(dep.horizon):
+                self.add_slot(t)
+            s.add(z3.Or([self.violation(t) for t in range(dep.warmup, dep.horizon)]))
+            answer = run()
+        seconds = time.monotonic() - start
+        size = self.size()
+        if answer == z3.unsat:
+            return CheckResult(self.prop, "VERIFIED", seconds, size,
+                               reason=self._summary())
+        if answer == z3.sat:
+            trace = self.extract(s.model(), bad_slot)
+            return CheckResult(self.prop, "VIOLATED", seconds, size, trace=trace,
+                               reason=trace.detail)
+        why = s.reason_unknown()
+        if deadline is not None and time.monotonic() >= deadline - 0.05:
+            why = f"timeout after {timeout_s:g} s ({why})"
+        return CheckResult(self.prop, "UNKNOWN", seconds, size, reason=why)
+
+    def _summary(self) -> str:
+        dep = self.dep
+        if self.prop == "fairness":
+            return (f"every behaviour keeps max_u |AoM_u - mean AoM| <= "
+                    f"{float(dep.fairness_threshold):g} slots in slots {dep.warmup}..{dep.horizon - 1}")
+        return (f"every worker that keeps sending has AoM <= {dep.aom_bound} slots "
+                f"in slots {dep.warmup}..{dep.horizon - 1}")
+
+    # -- counterexample ------------------------------------------------------------
+    def _events(self, t: int, val: Any, true: Any) -> list[Event]:
+        """The messages of slot ``t`` in the model's arrival order, with outcomes."""
+        n = self.dep.workers
+        events = []
+        for step in self.steps[t]:
+            ev = val(step.ev)
+            code = val(step.code)
+            occ = val(step.occ)
+            if ev == self.IDLE:
+                continue
+            if ev < n:
+                e = Event("update", occ, worker=ev, cluster=self.cluster[ev],
+                          outcome=Outcome(code).name)
+                if step.choice is not None and code in (Outcome.MERGED, Outcome.REPLACED,
+                                                        Outcome.DROPPED_REWARD) and not true(step.own):
+                    e.merge_choice = CHOICES[val(step.choice)]
+                events.append(e)
+            elif code == CODE_EMPTY:
+                events.append(Event("pull", occ, response="EMPTY"))
+            else:
+                head = val(step.pos0)
+                credited = [u for u in range(n) if true(step.credit[u])]
+                if self.dep.mode == "olaf":
+                    contributors = [u for u in self.members[head] if true(step.inb_before[u])]
+                    cluster = head
+                else:
+                    contributors, cluster = [head], self.cluster[head]
+                events.append(Event("pull", occ, cluster=cluster, response="DATA",
+                                    contributors=contributors, credited=credited))
+        return events
+
+    def extract(self, model: Any, bad_slot: int | None) -> Trace:
+        dep = self.dep
+        n = dep.workers
+
+        def val(x: Any) -> int:
+            return model.eval(x, model_completion=True).as_long()
+
+        def true(x: Any) -> bool:
+            return z3.is_true(model.eval(x, model_completion=True))
+
+        slots = []
+        for t in range(len(self.aom)):
+            events = self._events(t, val, true)
+            aom = [val(a) for a in self.aom[t]]
+            skipped = [u for u in range(n) if true(self.skipped[t][u])]
+            occ_end = events[-1].occupied if events else (slots[-1].occupied if slots else 0)
+            slots.append(Slot(t, events, skipped, occ_end, aom, min(aom)))
+        if bad_slot is None:
+            bad_slot = next(t for t in range(dep.warmup, dep.horizon)
+                            if true(self.violation(t)))
+        slots = slots[: bad_slot + 1]
+        aom = slots[bad_slot].aom
+        if self.prop == "responsiveness":
+            worker = next(u for u in range(n) if true(self.target[u]))
+            detail = (f"worker {worker} keeps sending (skips <= {dep.max_skip} slots in a row) "
+                      f"but AoM_{worker}({bad_slot}) = {aom[worker]} > bound {dep.aom_bound}")
+        else:
+            mean = sum(aom) / n
+            worker = max(range(n), key=lambda u: abs(aom[u] - mean))
+            detail = (f"at slot {bad_slot}: |AoM_{worker} - mean| = |{aom[worker]} - "
+                      f"{mean:.3g}| = {abs(aom[worker] - mean):.3g} > threshold "
+                      f"{float(dep.fairness_threshold):g}")
+        return Trace(self.prop, bad_slot, worker, detail, slots)
+
+
+def check_property(dep: Deployment, prop: str, timeout_s: float | None = None,
+                   options: Options | None = None) -> CheckResult:
+    """Build the model of ``dep`` and ask Z3 for a violation of ``prop``.
+
+    AoM counters saturate at a cap that keeps them narrow (responsiveness: the bound
+    + 1, exact; fairness: start at ``FAIRNESS_CAP`` and double while a counterexample
+    touches the cap, which cannot happen once the cap reaches the horizon)."""
+    start = time.monotonic()
+    cap = dep.aom_bound + 1 if prop == "responsiveness" else FAIRNESS_CAP
+    while True:
+        left = None if timeout_s is None else max(0.0, timeout_s - (time.monotonic() - start))
+        model = build_model(dep, prop, options, cap)
+        result = model.check(left)
+        if result.trace is None or not model.saturated(result.trace) or prop != "fairness":
+            break
+        cap *= 2
+    result.seconds = time.monotonic() - start
+    result.size["aom_cap"] = model.aom_cap
+    if result.trace is not None and dep.rewards == "any":
+        from verification.replay import realize_rewards
+
+        if not realize_rewards(result.trace):
+            result.status = "UNKNOWN"
+            result.reason = ("the solver's trace needs reward decisions that no concrete "
+                             "rewards produce (rewards=any over-approximates): " + result.reason)
+            result.trace = None
+    return result
+
+
+def segments_apply(dep: Deployment) -> bool:
+    """True when the segment encoding is exact for ``dep``: OLAF mode, no reward
+    threshold, and P_s = 1 after every ACK the queue can produce."""
+    if dep.mode != "olaf" or dep.rewards != "merge":
+        return False
+    return all(forced_window(dep, *fb) >= dep.horizon for fb in reachable_feedback(dep))
+
+
+def build_model(dep: Deployment, prop: str, options: Options | None = None,
+                aom_cap: int | None = None) -> AomModel:
+    opt = options or Options()
+    if opt.engine not in ENGINES:
+        raise ValueError(f"unknown engine {opt.engine!r}")
+    engine = opt.engine
+    if engine == "auto":
+        engine = "explicit"
+        if segments_apply(dep):
+            engine = "segments" if dep.aliasing else "counting"
+    if engine == "counting":
+        from verification.counting import CountingModel
+
+        return CountingModel(dep, prop, opt, aom_cap)
+    if engine == "segments":
+        from verification.segments import SegmentModel
+
+        return SegmentModel(dep, prop, opt, aom_cap)
+    return AomModel(dep, prop, opt, aom_cap)

@@ -1,0 +1,218 @@
+"""Run a counterexample through the reference OlafQueue and check it reproduces.
+
+The model and ``dataplane.queue.OlafQueue`` must not drift apart: every trace the
+solver produces is turned into real UPDATE and PULL datagrams (built with the batch
+codec, encoded to bytes and decoded again, as the switch receives them) and fed to
+the reference queue one message at a time. The replay checks each ACK's outcome,
+the occupancy after every message, each DATA's cluster and contributors and the
+workers the PS credits, AoM per worker at the end of every slot, that every skipped
+send was allowed by the implementation's own ``P_s`` policy, and that the property
+really fails where the trace says.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import z3
+
+from dataplane.queue import OlafQueue, QueueConfig
+from verification.config import CONTRIBUTOR_BITS, Deployment
+from verification.model import slot_us
+from verification.trace import Trace
+from worker_transport.codec import Batch, decode, encode
+from worker_transport.policy import AlwaysSend, Feedback, OlafPolicy, SendPolicy
+from worker_transport.protocol import (
+    DEFAULT_FRAC_BITS,
+    INT32_MAX,
+    INT32_MIN,
+    VERSION,
+    Mode,
+    MsgType,
+    Outcome,
+)
+
+VALUES = 4
+"""V used for the replay: the rules never look at the values, so a short block will do."""
+
+
+@dataclass
+class ReplayReport:
+    messages: int = 0
+    mismatches: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.mismatches
+
+    def summary(self) -> str:
+        if self.ok:
+            return (f"reproduced by the reference OlafQueue ({self.messages} messages: "
+                    "outcomes, occupancy, DATA contents, AoM, P_s and the violation match)")
+        more = f" (+{len(self.mismatches) - 1} more)" if len(self.mismatches) > 1 else ""
+        return f"NOT reproduced by the reference OlafQueue: {self.mismatches[0]}{more}"
+
+
+def _packet(dep: Deployment, msg_type: MsgType, worker: int = 0, cluster: int = 0,
+            slot: int = 0, reward: int = 0) -> bytes:
+    batch = Batch.zeros(1, VALUES)
+    h = batch.headers
+    h["version"] = VERSION
+    h["msg_type"] = msg_type
+    h["frac_bits"] = DEFAULT_FRAC_BITS
+    if msg_type == MsgType.UPDATE:
+        h["cluster_id"] = cluster
+        h["worker_id"] = worker
+        h["block_id"] = 0
+        h["agg_count"] = 1
+        h["num_values"] = VALUES
+        h["seq"] = slot
+        h["model_version"] = slot
+        h["reward"] = reward
+        h["gen_time_us"] = (slot * slot_us(dep)) & 0xFFFFFFFF
+        h["contributors"] = 1 << (worker % CONTRIBUTOR_BITS)
+        batch.values[0] = worker + 1
+    return encode(batch)[0]
+
+
+def _policy(dep: Deployment) -> SendPolicy:
+    if dep.sender == "always":
+        return AlwaysSend()
+    return OlafPolicy(dep.capacity, dep.alpha, dep.beta)
+
+
+def replay(dep: Deployment, trace: Trace) -> ReplayReport:
+    """Feed ``trace`` to a fresh reference queue configured like ``dep``."""
+    threshold = INT32_MAX if trace.reward_threshold is None else trace.reward_threshold
+    queue = OlafQueue(QueueConfig(
+        capacity=dep.capacity, values=VALUES, max_clusters=max(dep.clusters, 1), max_blocks=1,
+        mode=Mode.OLAF if dep.mode == "olaf" else Mode.FIFO, threshold=threshold,
+    ))
+    report = ReplayReport()
+    bad = report.mismatches.append
+    policy = _policy(dep)
+    tick = slot_us(dep)
+    n = dep.workers
+    last_ack: list[Feedback | None] = [None] * n
+    skip_run = [0] * n
+    max_run = [0] * n
+    received = [0] * n
+    aom: list[int] = [0] * n
+    for s in trace.slots:
+        t = s.slot
+        senders = [e.worker for e in s.events if e.kind == "update"]
+        if sorted(senders) != sorted(set(senders)):
+            bad(f"slot {t}: a worker sends twice")
+        for u in range(n):
+            if u in senders:
+                skip_run[u] = 0
+                continue
+            if u not in s.skipped:
+                bad(f"slot {t}: worker {u} neither sends nor skips")
+            p = policy.probability(last_ack[u], t * tick)
+            if p >= 1.0:
+                bad(f"slot {t}: worker {u} skipped although its P_s = 1")
+            skip_run[u] += 1
+            max_run[u] = max(max_run[u], skip_run[u])
+        for e in s.events:
+            report.messages += 1
+            if e.kind == "update":
+                raw = _packet(dep, MsgType.UPDATE, e.worker, dep.cluster_of(e.worker), t,
+                              e.reward or 0)
+            else:
+                raw = _packet(dep, MsgType.PULL)
+            responses, _, _ = queue.process(decode([raw], VALUES))
+            if len(responses) != 1:
+                bad(f"slot {t}: {e.kind} got {len(responses)} responses")
+                continue
+            r = responses.headers[0]
+            where = f"slot {t}, {e.kind}" + (f" of worker {e.worker}" if e.worker is not None
+                                              else "")
+            if e.kind == "update":
+                got = Outcome(int(r["outcome"])).name
+                if int(r["msg_type"]) != MsgType.ACK or got != e.outcome:
+                    bad(f"{where}: queue says {got}, trace says {e.outcome}")
+                last_ack[e.worker] = Feedback(
+                    queue_util=int(r["queue_util"]), active_clusters=int(r["active_clusters"]),
+                    congested=bool(int(r["flags"]) & 1), received_us=t * tick)
+            else:
+                kind = MsgType(int(r["msg_type"])).name
+                if kind != e.response:
+                    bad(f"{where}: queue answers {kind}, trace says {e.response}")
+                elif kind == "DATA":
+                    cluster = int(r["cluster_id"])
+                    bitmap = int(r["contributors"])
+                    credited = [u for u in dep.members(cluster)
+                                if bitmap >> (u % CONTRIBUTOR_BITS) & 1]
+                    if cluster != e.cluster or credited != sorted(e.credited):
+                        bad(f"{where}: DATA of cluster {cluster} credits {credited}, trace says "
+                            f"cluster {e.cluster} credits {sorted(e.credited)}")
+                    for u in credited:
+                        received[u] = t
+            if queue.occupied != e.occupied:
+                bad(f"{where}: occupancy {queue.occupied}, trace says {e.occupied}")
+        aom = [t - received[u] for u in range(n)]
+        if aom != s.aom:
+            bad(f"slot {t}: AoM {aom}, trace says {s.aom}")
+        if queue.occupied != s.occupied:
+            bad(f"slot {t}: occupancy {queue.occupied} at the end, trace says {s.occupied}")
+    _check_violation(dep, trace, aom, max_run, bad)
+    return report
+
+
+def _check_violation(dep: Deployment, trace: Trace, aom: list[int], max_run: list[int],
+                     bad: object) -> None:
+    n = dep.workers
+    t = trace.violation_slot
+    if not trace.slots or trace.slots[-1].slot != t or t < dep.warmup:
+        bad(f"the trace does not end at its violation slot {t} after the warm-up")  # type: ignore[operator]
+        return
+    if trace.prop == "fairness":
+        mean = Fraction(sum(aom), n)
+        worst = max(abs(a - mean) for a in aom)
+        if worst <= dep.fairness_threshold:
+            bad(f"fairness holds in the replay at slot {t} (deviation {float(worst):g})")  # type: ignore[operator]
+        return
+    u = trace.violation_worker
+    if aom[u] <= dep.aom_bound:
+        bad(f"worker {u} has AoM {aom[u]} <= {dep.aom_bound} in the replay at slot {t}")  # type: ignore[operator]
+    if max_run[u] > dep.max_skip:
+        bad(f"worker {u} skipped {max_run[u]} slots in a row: it does not keep sending")  # type: ignore[operator]
+
+
+def realize_rewards(trace: Trace) -> bool:
+    """rewards=any: find int32 rewards and a threshold under which the queue takes
+    exactly the trace's reward decisions; fill them in and return True, or return
+    False when no rewards can (the abstraction let the solver pick an impossible mix)."""
+    s = z3.Solver()
+    theta = z3.Int("theta")
+    s.add(theta >= 1, theta <= INT32_MAX)
+    slot_reward: dict[int, z3.ArithRef] = {}
+    rewards: list[tuple[object, z3.ArithRef]] = []
+    for sl in trace.slots:
+        for i, e in enumerate(sl.events):
+            if e.kind == "pull":
+                continue
+            r = z3.Int(f"r_{sl.slot}_{i}")
+            s.add(r >= INT32_MIN, r <= INT32_MAX)
+            rewards.append((e, r))
+            k = e.cluster
+            old = slot_reward.get(k)
+            if e.outcome == "ENQUEUED" or (e.outcome == "REPLACED" and e.merge_choice is None):
+                slot_reward[k] = r
+            elif e.outcome == "REPLACED":
+                s.add(r - old >= theta)
+                slot_reward[k] = r
+            elif e.outcome == "MERGED":
+                s.add(r - old < theta, old - r < theta)
+                slot_reward[k] = z3.If(r > old, r, old)
+            elif e.outcome == "DROPPED_REWARD":
+                s.add(old - r >= theta)
+    if s.check() != z3.sat:
+        return False
+    m = s.model()
+    for e, r in rewards:
+        e.reward = m.eval(r, model_completion=True).as_long()  # type: ignore[attr-defined]
+    trace.reward_threshold = m.eval(theta, model_completion=True).as_long()
+    return True
