@@ -275,10 +275,13 @@ def run_simple_switch(
         stderr=subprocess.STDOUT,
     )
     try:
-        deadline = time.monotonic() + timeout
+        started = time.monotonic()
+        deadline = started + timeout
         while time.monotonic() < deadline and proc.poll() is None:
-            if len(read_pcap(work_dir / "port0_out.pcap")) >= expect:
-                time.sleep(1.0)
+            # The switch waits 1 s (--use-files 1) before reading its input.
+            ready = time.monotonic() - started > 2.0
+            if ready and len(read_pcap(work_dir / "port0_out.pcap")) >= expect:
+                time.sleep(1.0)  # room for any extra, unexpected packet
                 break
             time.sleep(0.2)
     finally:
