@@ -14,11 +14,11 @@ them in the same process.
 from __future__ import annotations
 
 import contextlib
-import io
 import ipaddress
 import json
 import math
 import threading
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,7 +69,7 @@ def _code_name(number: int) -> str:
 
 
 @contextlib.contextmanager
-def _p4rt_errors(what: str) -> Any:
+def _p4rt_errors(what: str) -> Iterator[None]:
     """p4runtime-shell raises three kinds of errors; callers get one, with the code."""
     try:
         yield
@@ -537,8 +537,3 @@ class Controller:
 def _prob(msg: p4runtime_pb2.TableEntry) -> float:
     params = msg.action.action.params
     return int.from_bytes(params[0].value, "big") / PROB_ONE if params else 0.0
-
-
-def quiet_stdout() -> contextlib.AbstractContextManager:
-    """p4runtime-shell prints some diagnostics to stdout; keep them off a --json stream."""
-    return contextlib.redirect_stdout(io.StringIO())

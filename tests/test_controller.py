@@ -81,6 +81,18 @@ def target() -> Iterator[Target]:
     assert sw.proc.returncode == 0, sw.stderr
 
 
+@pytest.fixture(scope="module")
+def elections() -> Iterator[Target]:
+    """A switch of its own for the tests that raise the highest election id it has seen."""
+    with running_switch("--listen", "127.0.0.1:0", "--p4runtime", "127.0.0.1:0") as sw:
+        t = Target(sw)
+        with Controller(t.p4runtime, election_id=(5, 0)) as c:
+            c.push_pipeline(P4INFO)
+        yield t
+        t.sock.close()
+    assert sw.proc.returncode == 0, sw.stderr
+
+
 @pytest.fixture
 def ctl(target: Target) -> Iterator[Controller]:
     """A primary controller with a freshly committed pipeline (routes, drops, settings reset)."""
@@ -204,7 +216,8 @@ def test_registers_the_switch_does_not_keep_are_reported(ctl: Controller) -> Non
     ctl.push_pipeline(P4INFO)
 
 
-def test_sessions_backups_and_lifetime(target: Target) -> None:
+def test_sessions_backups_and_lifetime(elections: Target) -> None:
+    target = elections
     with Controller(target.p4runtime, election_id=None) as reader:  # read-only: never primary
         assert not reader.is_primary and reader.capabilities().startswith("1.")
         with pytest.raises(RuntimeError, match="another p4runtime-shell session"):
@@ -238,9 +251,8 @@ def ctl_cli(capsys: pytest.CaptureFixture, target: Target, *args: str) -> tuple[
     return code, out, err
 
 
-def test_cli_sets_and_shows(capsys: pytest.CaptureFixture, target: Target) -> None:
-    with Controller(target.p4runtime, election_id=(5, 0)) as c:
-        c.push_pipeline(P4INFO)
+def test_cli_sets_and_shows(capsys: pytest.CaptureFixture, elections: Target) -> None:
+    target = elections
     code, out, err = ctl_cli(capsys, target, "--election-id", "5,0", "--json", "set", "--mode", "fifo",
                              "--threshold", "1.5", "--drop-prob", "2:0.25")
     assert code == 0, err

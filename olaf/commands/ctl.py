@@ -125,7 +125,6 @@ def run(args: argparse.Namespace) -> int:
         Controller,
         ControllerError,
         bmv2_device_config,
-        quiet_stdout,
         tofino_device_config,
     )
 
@@ -151,8 +150,7 @@ def run(args: argparse.Namespace) -> int:
     controller = Controller(args.target, device_id=args.device_id, election_id=election_id,
                             timeout=args.timeout)
     try:
-        with quiet_stdout():
-            controller.open()
+        controller.open()
     except (ConnectionError, RuntimeError) as e:
         return fail(str(e))
     try:
