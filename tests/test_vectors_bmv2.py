@@ -10,6 +10,7 @@ unconditionally.
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -60,6 +61,39 @@ def test_pcap_round_trip(tmp_path: Path) -> None:
     (tmp_path / "y.pcap").write_bytes(data[:-10])
     assert p4_replay.read_pcap(tmp_path / "y.pcap") == frames[:-1]
     assert p4_replay.read_pcap(tmp_path / "missing.pcap") == []
+
+
+FAKE_SWITCH = """#!{python}
+# Stands in for simple_switch in pcap-file mode: echoes port 0's input to its output
+# after the start-up wait, then runs until it is killed, as the real one does.
+import sys, time
+sys.path.insert(0, {repo!r})
+from tests import p4_replay
+from pathlib import Path
+time.sleep(1)
+frames = p4_replay.read_pcap(Path("port0_in.pcap"))
+p4_replay.write_pcap(Path("port0_out.pcap"), frames)
+p4_replay.write_pcap(Path("port1_out.pcap"), [])
+while True:
+    time.sleep(1)
+"""
+
+
+def test_simple_switch_driver_with_a_stand_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pcap-mode driver: input file, working directory, output read back, stop by PID."""
+    import sys
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "simple_switch"
+    fake.write_text(FAKE_SWITCH.format(python=sys.executable, repo=str(p4_replay.REPO)))
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    frames = [p4_replay.request_frame(_update_payload(), i) for i in range(3)]
+    port0, port1 = p4_replay.run_simple_switch(
+        tmp_path / "olaf.json", tmp_path / "run", frames, 3, timeout=30
+    )
+    assert port0 == frames and port1 == []
 
 
 def test_config_defines_follow_the_vector_config() -> None:
