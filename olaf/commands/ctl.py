@@ -121,12 +121,7 @@ def _print_table(title: str, columns: list[str], rows: list[list[Any]]) -> None:
 def run(args: argparse.Namespace) -> int:
     import logging
 
-    from control_plane.controller import (
-        Controller,
-        ControllerError,
-        bmv2_device_config,
-        tofino_device_config,
-    )
+    from control_plane.controller import Controller, ControllerError
 
     # p4runtime-shell logs a broken stream at CRITICAL on the root logger; the CLI reports
     # the error itself, once, so the root logger gets a handler that prints nothing.
@@ -154,9 +149,9 @@ def run(args: argparse.Namespace) -> int:
     except (ConnectionError, RuntimeError) as e:
         return fail(str(e))
     try:
-        return _ACTIONS[args.action](controller, args, topology, bmv2_device_config, tofino_device_config)
+        return _ACTIONS[args.action](controller, args, topology)
     except ControllerError as e:
-        if e.code == "PERMISSION_DENIED" and election_id is not None:
+        if e.code == "PERMISSION_DENIED" and election_id is not None and not controller.is_primary:
             arb = controller.client.arbitration
             if arb is not None and arb.HasField("election_id"):
                 highest = f"{arb.election_id.high},{arb.election_id.low}"
@@ -205,11 +200,13 @@ def _emit(args: argparse.Namespace, doc: dict[str, Any], tables: list[tuple[str,
         _print_table(title, columns, rows)
 
 
-def _push(c: Any, args: argparse.Namespace, topology: Any, bmv2: Any, tofino: Any) -> int:
+def _push(c: Any, args: argparse.Namespace, topology: Any) -> int:
+    from control_plane.controller import bmv2_device_config, tofino_device_config
+
     if args.bmv2_json:
-        device_config = bmv2(args.bmv2_json)
+        device_config = bmv2_device_config(args.bmv2_json)
     elif args.tofino_bin:
-        device_config = tofino(args.tofino_name, args.tofino_bin, args.tofino_context)
+        device_config = tofino_device_config(args.tofino_name, args.tofino_bin, args.tofino_context)
     elif args.device_config:
         device_config = Path(args.device_config).read_bytes()
     else:
@@ -223,7 +220,7 @@ def _push(c: Any, args: argparse.Namespace, topology: Any, bmv2: Any, tofino: An
     return 0
 
 
-def _routes(c: Any, args: argparse.Namespace, topology: Any, *_: Any) -> int:
+def _routes(c: Any, args: argparse.Namespace, topology: Any) -> int:
     for prefix in args.delete:
         c.delete_route(prefix)
     for prefix, port, mac in args.add:
