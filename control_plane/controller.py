@@ -48,7 +48,12 @@ from control_plane.p4info import (
     SET_DROP_PROB,
     load_p4info,
 )
-from control_plane.threshold import raw_threshold
+from control_plane.threshold import (  # noqa: F401 - ThresholdLoop & co. are also imported from here
+    ThresholdLoop,
+    ThresholdStep,
+    pipeline_threshold_setter,
+    raw_threshold,
+)
 from worker_transport.protocol import INT32_MAX, Mode, MsgType, Outcome
 
 PROB_ONE = 1 << 16
