@@ -23,6 +23,7 @@ from worker_transport.protocol import (
     HEADER_FIELDS,
     HEADER_LEN,
     MAX_VALUES_P4,
+    MAX_VALUES_TNA,
     OLAF_PORT,
     SIGNED_FIELDS,
     VALUE_BYTES,
@@ -131,7 +132,7 @@ def test_wire_constants(source: P4Source) -> None:
     if source.target == "tna":
         # Tofino carries V = 32 values (p4/README.md says why); lengths follow from it.
         v = source.value("OLAF_TNA_V")
-        assert v == 32 and c["OLAF_TNA_V8"] == v
+        assert v == MAX_VALUES_TNA and c["OLAF_TNA_V8"] == v
         assert c["OLAF_TNA_UPDATE_UDP_LEN"] == 8 + HEADER_LEN + VALUE_BYTES * v
         assert re.search(r"olaf_value_t\[OLAF_TNA_V\]\s+values;", source.text)
     else:

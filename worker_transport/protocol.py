@@ -36,7 +36,9 @@ DEFAULT_FRAC_BITS = 16
 FLAG_CONGESTED = 0x01
 DEFAULT_CONGESTION_THRESHOLD = 192
 MAX_VALUES_P4 = 64
-"""V on the P4 targets (256 bytes of values, as in SwitchML)."""
+"""V on bmv2 / v1model (256 bytes of values, as in SwitchML)."""
+MAX_VALUES_TNA = 32
+"""V on Tofino: one register per value, 32 of the pipeline's 48 stateful ALUs (p4/README.md)."""
 MAX_VALUES_SOFTWARE = 360
 """Largest V in software and on the FPGA: a 1500-byte segment."""
 INT32_MIN = -(2**31)
