@@ -80,9 +80,11 @@ class SwitchControl:
         return raw
 
     def counters(self) -> dict[str, dict[str, Any]]:
-        """Per switch: outcome and message-type counters and the settings it holds."""
+        """Per switch: outcome and message-type counters, the settings it holds and its queue
+        state (occupancy, pointers) where the target serves registers."""
         out = {}
         for switch in self.targets:
             with self.session(switch) as c:
-                out[switch] = dict(c.counters(), settings=c.settings().as_dict())
+                # queue_state is None on bmv2, which serves no registers (p4lang/PI#376).
+                out[switch] = dict(c.counters(), settings=c.settings().as_dict(), queue=c.queue_state())
         return out

@@ -154,6 +154,7 @@ def run_drl(testbed: Testbed, cfg: Any, *, progress: Callable[[Any], None] | Non
                          interval=cfg.controller_interval, fraction=cfg.threshold_fraction)
     first_hop = sorted({topo.switch_of(h.name)[0] for h in workers})
     outcomes: dict[str, int] = {}
+    occupied = [0]
     sampler_stop = threading.Event()
     counter_errors: list[str] = []
 
@@ -161,7 +162,9 @@ def run_drl(testbed: Testbed, cfg: Any, *, progress: Callable[[Any], None] | Non
         nonlocal outcomes
         while True:
             try:
-                outcomes = _sum_outcomes(testbed.control.counters(), first_hop)
+                counters = testbed.control.counters()
+                outcomes = _sum_outcomes(counters, first_hop)
+                occupied[0] = sum((counters[s].get("queue") or {}).get("occupied", 0) for s in first_hop)
             except (ConnectionError, RuntimeError) as e:  # one missed sample; keep going
                 counter_errors.append(str(e))
             if sampler_stop.wait(COUNTER_PERIOD):
@@ -208,7 +211,8 @@ def run_drl(testbed: Testbed, cfg: Any, *, progress: Callable[[Any], None] | Non
                 snap = Snapshot(
                     elapsed=elapsed, env_steps=sum(steps.values()), episodes=len(result.episodes),
                     mean_return=float(np.mean(recent)) if recent else math.nan,
-                    aom_ms=ps_state["aom"], occupied=0, capacity=cfg.capacity, outcomes=dict(outcomes),
+                    aom_ms=ps_state["aom"], occupied=occupied[0], capacity=cfg.capacity,
+                    outcomes=dict(outcomes),
                     model_version=ps_state["version"], blocks_applied=ps_state["applied"],
                     threshold=last, updates_sent=sum(sent.values()),
                     updates_skipped=sum(skipped.values()))

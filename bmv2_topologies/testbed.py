@@ -132,9 +132,11 @@ class Testbed:
     def _build(self) -> None:
         node, link, _ = mininet_modules()
         topo = self.topology
-        clash = [n for n in self._existing_intfs() if n.startswith(f"olaf{self.tag}")]
+        planned = {self.port_name(s, p) for s, sw in topo.switches.items() for p in sw.ports}
+        clash = sorted(planned & set(self._existing_intfs()))
         if clash:
-            raise TestbedError(f"interfaces of tag {self.tag!r} already exist: {clash}")
+            raise TestbedError(f"interfaces {clash} already exist (another run with tag "
+                               f"{self.tag!r}?); pick another --tag")
         for name in topo.switches:
             # A plain root-namespace node: the link ends live here; the data plane is the
             # switch process started separately, so no Mininet switch class (OVS) is needed.
@@ -376,7 +378,8 @@ class Testbed:
 
     def leftovers(self) -> list[str]:
         """Interfaces, processes and namespaces of this testbed that still exist."""
-        left = [f"interface {n}" for n in self._existing_intfs() if n.startswith(f"olaf{self.tag}")]
+        mine = set(self._root_intfs)
+        left = [f"interface {n}" for n in self._existing_intfs() if n in mine]
         left += [f"process {p.name} (pid {p.pid})" for p in self.processes if p.popen.poll() is None]
         left += [f"shell pid {pid}" for pid in self._shell_pids if _alive(pid)]
         spaces = {ns for ns in self._namespaces.values() if ns}

@@ -210,11 +210,15 @@ def test_star2_soft_switch_synthetic_traffic(tmp_path: Path) -> None:
         assert sum(final["outcomes"].values()) == final["acked_blocks"], name
     ps = summary["ps"]
     assert ps["data_blocks"] > 0 and ps["bad_data"] == 0
-    assert ps["aggregated_updates"] == sum(w["outcomes"]["ENQUEUED"] + w["outcomes"]["MERGED"]
-                                           for w in summary["workers"].values())
+    # Worker updates the queue kept (replacements supersede, merges add one each); the PS
+    # gets them all unless a DATA is lost or the PS stops (first) with slots still queued.
+    kept = sum(w["outcomes"]["ENQUEUED"] + w["outcomes"]["MERGED"] for w in summary["workers"].values())
+    assert 0.8 * kept <= ps["aggregated_updates"] <= kept
     assert set(ps["aom"]["per_worker"]["mean"][:2]) != {None}
     s1 = summary["switches"]["s1"]
-    assert s1["settings"]["capacity"] == 16 and s1["msg_types"]["PULL"] == ps["pulls_sent"]
+    assert s1["settings"]["capacity"] == 16
+    # Every answer the PS got was a PULL the switch counted; a PULL may be lost on the way.
+    assert ps["data_blocks"] + ps["empty"] <= s1["msg_types"]["PULL"] <= ps["pulls_sent"]
 
 
 @needs_mininet
@@ -239,9 +243,11 @@ def test_two_level_updates_cross_leaf_and_spine(tmp_path: Path) -> None:
         assert counters[leaf]["msg_types"]["UPDATE"] >= workers[worker]["acked_blocks"]
         assert counters[leaf]["msg_types"]["PULL"] > 0
     forwarded = sum(r["forwarded"] for r in summary["relays"].values())
-    assert forwarded > 0 and counters["s3"]["msg_types"]["UPDATE"] == forwarded
+    acks = sum(r["acks"] for r in summary["relays"].values())
+    assert acks > 0 and acks <= counters["s3"]["msg_types"]["UPDATE"] <= forwarded
     ps = summary["ps"]
-    assert ps["data_blocks"] > 0 and counters["s3"]["msg_types"]["PULL"] == ps["pulls_sent"]
+    assert ps["data_blocks"] > 0
+    assert ps["data_blocks"] + ps["empty"] <= counters["s3"]["msg_types"]["PULL"] <= ps["pulls_sent"]
     # Both workers' contributions arrive at the PS through two queues.
     assert all(m is not None for m in ps["aom"]["per_worker"]["mean"][:2])
 

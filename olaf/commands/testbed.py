@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import time
 from pathlib import Path
@@ -14,7 +15,7 @@ HELP = "run the DRL experiment (or synthetic traffic) on a Mininet topology (nee
 
 # olaf.drl.config's RunConfig/A2CConfig defaults, repeated (and tested) so that building the
 # parser does not import the wire format (scapy).
-RUN_DEFAULTS = SimpleNamespace(env_id="CartPole-v1", pull_rate=1500.0, capacity=64, values=64)
+RUN_DEFAULTS = SimpleNamespace(env_id="CartPole-v1", pull_rate=1000.0, capacity=64, values=64)
 LEARNER_DEFAULTS = SimpleNamespace(learning_rate=1e-3, hidden=32)
 
 
@@ -116,7 +117,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         from olaf.drl.config import A2CConfig, RunConfig
 
-        cfg = RunConfig(env_id=args.env, workers=len(topo.workers), mode=args.mode,
+        # One worker process per worker host.
+        cfg = RunConfig(env_id=args.env, workers=len(topo.workers), processes=len(topo.workers),
+                        mode=args.mode,
                         pull_rate=args.pull_rate, capacity=args.capacity, values=args.values,
                         duration=args.duration, target_reward=args.target_reward,
                         broadcast_period=args.broadcast_period, seed=args.seed,
@@ -137,6 +140,8 @@ def run(args: argparse.Namespace) -> int:
                       switch_args={"*": extra})
     print(f"olaf testbed: {topo.name} on Mininet ({len(topo.hosts)} hosts, {len(topo.switches)} "
           f"{args.switch} switch(es), interfaces olaf{testbed.tag}*), logs in {out / 'logs'}", flush=True)
+    # A SIGTERM unwinds like Ctrl-C, so the finally below still tears the testbed down.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         testbed.start()
     except (MininetMissing, TestbedError, OSError, ConnectionError) as e:
@@ -172,6 +177,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"olaf testbed: error: {e}", file=sys.stderr)
         return 1
     finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the teardown itself is not interrupted
         left = testbed.close()
         if left:
             print("olaf testbed: teardown left behind: " + "; ".join(left), file=sys.stderr)
