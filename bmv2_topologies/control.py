@@ -11,9 +11,10 @@ writes the threshold to every switch.
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,17 +50,29 @@ class SwitchControl:
         with self._lock, Controller(t.address, device_id=t.device_id, timeout=self.timeout) as c:
             yield c
 
-    def wait_ready(self, switch: str, timeout: float) -> None:
-        """Wait until ``switch`` accepts a P4Runtime session (bmv2 needs a moment to start)."""
+    def wait_ready(self, switch: str, timeout: float,
+                   failed: Callable[[], str | None] = lambda: None) -> None:
+        """Wait until ``switch`` accepts a P4Runtime session (bmv2 needs a moment to start).
+
+        ``failed`` returns why the switch can no longer come up (its process exited), which
+        ends the wait with a ``ConnectionError`` at once."""
         deadline = time.monotonic() + timeout
-        while True:
-            try:
-                with self.session(switch):
-                    return
-            except ConnectionError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
+        # p4runtime-shell logs every refused attempt at CRITICAL on the root logger.
+        logging.disable(logging.CRITICAL)
+        try:
+            while True:
+                try:
+                    with self.session(switch):
+                        return
+                except ConnectionError:
+                    reason = failed()
+                    if reason is not None:
+                        raise ConnectionError(f"{switch}: {reason}") from None
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.2)
+        finally:
+            logging.disable(logging.NOTSET)
 
     def program(self, switch: str, routes: list[Any], **settings: Any) -> None:
         """Push the pipeline, install ``routes`` (``topology.Route``) and the queue settings."""

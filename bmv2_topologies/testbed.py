@@ -229,7 +229,7 @@ class Testbed:
             targets = self.bmv2.start()
         self.control = SwitchControl(targets)
         for t in targets:
-            self.control.wait_ready(t.switch, 30)
+            self.control.wait_ready(t.switch, 30, lambda name=t.switch: self._exited(f"switch-{name}"))
             settings = {"mode": self.queue.get("mode", "olaf")}
             if self.switch_kind == "bmv2":
                 # bmv2 reads the queue dimensions from olaf_config; the software switch fixes
@@ -237,6 +237,13 @@ class Testbed:
                 settings |= {k: v for k, v in self._queue_flags(t.switch).items()
                              if k in ("capacity", "max_clusters", "max_blocks", "frac_bits")}
             self.control.program(t.switch, self.topology.routes(t.switch), **settings)
+
+    def _exited(self, name: str) -> str | None:
+        """Why process ``name`` is gone (its exit status and last output), or None if running."""
+        for proc in self.processes:
+            if proc.name == name and proc.popen.poll() is not None:
+                return f"{name} exited with {proc.popen.returncode}:\n{proc.output()[-2000:]}"
+        return None
 
     def _queue_flags(self, switch: str) -> dict[str, Any]:
         """Queue settings of ``switch``: the testbed's, then the topology's per-switch ones."""

@@ -257,7 +257,7 @@ def test_olaf_testbed_run_trains_across_hosts(tmp_path: Path) -> None:
     out = tmp_path / "run"
     done = subprocess.run(
         [sys.executable, "-m", "olaf.cli", "testbed", "run", "star2", "--switch", "soft",
-         "--duration", "20", "--out", str(out), "--tag", "cit"],
+         "--duration", "15", "--out", str(out), "--tag", "cit"],
         capture_output=True, text=True, timeout=240, cwd=REPO)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert _no_trace("cit", []) == []
