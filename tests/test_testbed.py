@@ -221,6 +221,30 @@ def test_star2_soft_switch_synthetic_traffic(tmp_path: Path) -> None:
     assert ps["data_blocks"] + ps["empty"] <= s1["msg_types"]["PULL"] <= ps["pulls_sent"]
 
 
+def test_interface_names_must_fit_ifnamsiz(tmp_path: Path) -> None:
+    from bmv2_topologies.testbed import Testbed, TestbedError
+
+    data = _minimal()
+    data["switches"] = {"spine_switch": {}}
+    data["links"] = [["h1", "spine_switch-p1"], ["ps", "spine_switch-p2"]]
+    tb = Testbed(parse(data), tmp_path, tag="abc")
+    with pytest.raises(TestbedError, match="longer than 15"):
+        tb.port_name("spine_switch", 1)
+    assert Testbed(load("star32"), tmp_path, tag="abc").port_name("s1", 33) == "olafabcs1p33"
+
+
+@needs_mininet
+def test_a_switch_that_fails_to_start_leaves_nothing_behind(tmp_path: Path) -> None:
+    from bmv2_topologies.testbed import Testbed, TestbedError
+
+    # Capacity 0 is refused by olaf switch: the start fails after hosts and links exist.
+    tb = Testbed(load("star2"), tmp_path, switch_args={"*": ["--capacity", "0"]})
+    with pytest.raises(TestbedError, match="capacity"):
+        tb.start()
+    assert tb.leftovers() == []
+    assert _no_trace(tb.tag, [p.pid for p in tb.processes] + tb._shell_pids) == []
+
+
 @needs_mininet
 def test_two_level_updates_cross_leaf_and_spine(tmp_path: Path) -> None:
     from bmv2_topologies.experiment import run_synthetic
