@@ -195,7 +195,11 @@ def num(tok: str) -> Val:
     m = re.fullmatch(r"(\d+)([ws])(.+)", tok)
     if m:
         t = T(int(m.group(1)), m.group(2) == "s")
-        return Val(t.norm(int(m.group(3), 0)), t)
+        value = int(m.group(3), 0)
+        if t.norm(value) != value:
+            # p4c: "value does not fit in W bits" (a warning) and truncates; never meant.
+            raise P4SimError(f"{tok}: value does not fit in {t.width} bits")
+        return Val(t.norm(value), t)
     return Val(int(tok, 0), T(None))
 
 
@@ -698,6 +702,7 @@ class Switch:
             self.consts[name] = self.eval(expr, {})
         self.registers: dict[str, list[int]] = {}
         self.register_types: dict[str, T] = {}
+        self.index_types: dict[str, T] = {}
         self.counters: dict[str, list[int]] = {}
         self.rng = random.Random(seed)
         self.resubmits = 0
@@ -746,8 +751,10 @@ class Switch:
             init = self.as_int(self.eval(cargs[1], {})) if len(cargs) > 1 else 0
             self.registers[key] = [t.norm(init)] * self.eval(cargs[0], {}).v
             self.register_types[key] = t
+            self.index_types[key] = targs[1]
         elif kind == "Counter":
             self.counters[key] = [0] * self.eval(args[1][0], {}).v
+            self.index_types[key] = args[0][1]
 
     # -- instances of types
     def new(self, t: Any) -> Any:
@@ -839,6 +846,10 @@ class Switch:
             t = T(a.t.width + b.t.width)
             return Val((T(a.t.width).norm(a.v) << b.t.width) | T(b.t.width).norm(b.v), t)
         if op in ("<<", ">>"):
+            if b.t.signed:
+                raise P4SimError(f"shift by a signed amount ({b.t}): p4c rejects it")
+            if a.t.width is None and b.t.width is not None:
+                raise P4SimError("shift of an untyped literal by a run-time amount: p4c needs its width")
             t = a.t
             return Val(t.norm(a.v << b.v if op == "<<" else a.v >> b.v), t)
         t = a.t if a.t.width is not None else b.t
@@ -942,13 +953,13 @@ class Switch:
             cells = self.registers[key]
             t = self.register_types[key]
             if method == "read":
-                index = self.eval(args[1], env).v
+                index = self.v1model_index(self.eval(args[1], env), key)
                 if index >= len(cells):
                     raise P4SimError(f"{key}[{index}] out of bounds")
                 self.assign(args[0], Val(t.norm(cells[index]), t), env)
                 return
             if method == "write":
-                index = self.eval(args[0], env).v
+                index = self.v1model_index(self.eval(args[0], env), key)
                 if index >= len(cells):
                     raise P4SimError(f"{key}[{index}] out of bounds")
                 value = self.eval(args[1], env)
@@ -956,12 +967,20 @@ class Switch:
                 cells[index] = t.norm(self.as_int(value))
                 return
         if kind == "counter" and method == "count":
-            index = self.eval(args[0], env).v
+            index = self.v1model_index(self.eval(args[0], env), key)
             if index >= len(self.counters[key]):
                 raise P4SimError(f"{key}[{index}] out of bounds")
             self.counters[key][index] += 1
             return
         raise P4SimError(f"unsupported extern call {key}.{method}")
+
+    @staticmethod
+    def v1model_index(index: Val, key: str) -> int:
+        """v1model's register.read/write and counter.count take ``in bit<32> index``
+        (p4c p4include/v1model.p4 with the default V1MODEL_VERSION 20180101)."""
+        if index.t.width is not None and index.t != T(32):
+            raise P4SimError(f"{key}: index of type {index.t}, v1model wants bit<32>: p4c rejects it")
+        return index.v
 
     def call_tna_extern(
         self, kind: str, key: str, decl: list[Any], method: str, args: list[Any], env: dict[str, Any]
@@ -970,7 +989,11 @@ class Switch:
         if kind == "RegisterAction" and method == "execute":
             reg = f"{env['__path__']}.{cargs[0][1]}"
             cells, t = self.registers[reg], self.register_types[reg]
-            index = self.eval(args[0], env).v
+            if (targs[0], targs[1]) != (t, self.index_types[reg]):
+                raise P4SimError(f"RegisterAction<{targs[0]}, {targs[1]}> on {reg}: type arguments differ")
+            index_val = self.eval(args[0], env)
+            self.check_type(index_val, targs[1])
+            index = index_val.v
             if index >= len(cells):
                 raise P4SimError(f"{reg}[{index}] out of bounds")
             params, stmts = body
@@ -982,7 +1005,9 @@ class Switch:
             cells[index] = t.norm(self.as_int(local[params[0].name].val))
             return local[params[1].name].val if len(params) > 1 else None
         if kind == "Counter" and method == "count":
-            index = self.eval(args[0], env).v
+            index_val = self.eval(args[0], env)
+            self.check_type(index_val, self.index_types[key])
+            index = index_val.v
             self.counters[key][index] += 1
             return None
         if kind == "Random" and method == "get":
@@ -1013,10 +1038,16 @@ class Switch:
         if name == "mark_to_drop":
             self.eval(args[0], env)["egress_spec"] = Val(DROP_PORT, T(9))
         elif name == "truncate":
-            env["__packet__"].truncate_to = self.eval(args[0], env).v
+            length = self.eval(args[0], env)
+            self.check_type(length, T(32))  # v1model: truncate(in bit<32> length)
+            env["__packet__"].truncate_to = length.v
         elif name == "random":
             lo, hi = self.eval(args[1], env), self.eval(args[2], env)
-            self.assign(args[0], Val(self.rng.randint(lo.v, hi.v), lo.t), env)
+            # v1model: random<T>(out T result, in T lo, in T hi): one T for all three.
+            if lo.t != hi.t and lo.t.width is not None and hi.t.width is not None:
+                raise P4SimError(f"random: lo is {lo.t}, hi is {hi.t}: p4c cannot infer one T")
+            t = lo.t if lo.t.width is not None else hi.t
+            self.assign(args[0], Val(self.rng.randint(lo.v, hi.v), t), env)
         elif name == "update_checksum":
             if self.eval(args[0], env):
                 self.assign(args[2], Val(self.csum16(args[1][1], env), T(16)), env)
