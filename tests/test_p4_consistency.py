@@ -165,6 +165,111 @@ def test_default_config_is_queue_config_default(source: P4Source) -> None:
     assert source.value("OLAF_MAX_BLOCKS") >= d.max_blocks
 
 
+# -- what p4c's bmv2 back end and simple_switch accept (no compiler here) ------------------
+#
+# Restrictions documented in p4lang/behavioral-model docs/simple_switch.md ("P4_16 plus
+# v1model architecture notes") and the forms shared/P4-NOTES.md records as compiled by
+# p4c 1.2.5. Checked on the source text so that an edit which would fail at review fails
+# here first.
+
+
+def balanced(text: str, open_at: int) -> str:
+    """The text inside the {...} block whose "{" is at ``open_at``."""
+    depth = 0
+    for i in range(open_at, len(text)):
+        if text[i] == "{":
+            depth += 1
+        elif text[i] == "}":
+            depth -= 1
+            if depth == 0:
+                return text[open_at + 1 : i]
+    raise AssertionError("unbalanced braces")
+
+
+def bodies(text: str, keyword: str) -> dict[str, tuple[str, str]]:
+    """name -> (parameter list, body) of every ``keyword name(...) {...}`` declaration."""
+    found = {}
+    for m in re.finditer(r"\b" + keyword + r"\s+(\w+)\s*\(([^)]*)\)\s*\{", text):
+        found[m.group(1)] = (m.group(2), balanced(text, m.end() - 1))
+    return found
+
+
+def statements(block: str) -> list[str]:
+    return [st.strip() for st in re.split(r";", block) if st.strip()]
+
+
+@pytest.fixture(scope="module")
+def v1model_source() -> P4Source:
+    return P4Source(V1MODEL_FILES)
+
+
+def test_every_table_is_applied_once(source: P4Source) -> None:
+    """simple_switch: no apply of the same table twice in one control execution."""
+    tables = re.findall(r"\btable\s+(\w+)\s*\{", source.text)
+    assert tables
+    for name in tables:
+        assert len(re.findall(r"\b" + name + r"\.apply\s*\(", source.text)) == 1, name
+
+
+def test_every_action_parameter_is_used(source: P4Source) -> None:
+    """p4c warns about an unused action parameter (shared/P4-NOTES.md)."""
+    for name, (params, body) in bodies(source.text, "action").items():
+        for pname in re.findall(r"(\w+)\s*(?:,|$)", params.strip()):
+            assert re.search(r"\b" + pname + r"\b", body), f"{name}({pname}) unused"
+
+
+def test_v1model_actions_have_no_conditionals(v1model_source: P4Source) -> None:
+    """Every branch stays in apply blocks, where p4c's bmv2 back end takes any if."""
+    for name, (_, body) in bodies(v1model_source.text, "action").items():
+        assert not re.search(r"\b(if|switch)\s*\(", body), name
+
+
+def test_v1model_fixed_function_controls(v1model_source: P4Source) -> None:
+    """simple_switch.md: VerifyChecksum only verify_checksum calls, ComputeChecksum only
+    update_checksum calls, the deparser only emit calls."""
+    text = v1model_source.text
+    main = re.search(r"V1Switch\s*\((.*?)\)\s*main\s*;", text, flags=re.S).group(1)
+    names = [a.strip().removesuffix("()") for a in main.split(",")]
+    controls = bodies(text, "control")
+    allowed = {1: "verify_checksum(", 4: "update_checksum(", 5: "packet.emit("}
+    for position, call in allowed.items():
+        body = controls[names[position]][1]
+        apply_block = balanced(body, body.index("{", body.index("apply")))
+        for st in statements(apply_block):
+            assert st.startswith(call), f"{names[position]}: {st[:40]!r}"
+
+
+def test_v1model_parser_never_rejects_explicitly(v1model_source: P4Source) -> None:
+    """simple_switch.md: p4c + simple_switch do not support transitioning to reject."""
+    assert not re.search(r"\breject\b", v1model_source.text)
+
+
+def test_loops_have_the_compiled_form(source: P4Source) -> None:
+    """P4-NOTES.md: ``for (bit<32> i = 0; i < N; i = i + 1)`` is what p4c 1.2.5 unrolled;
+    header stacks are indexed only by a literal or such a loop variable."""
+    loops = re.findall(r"\bfor\s*\(([^)]*)\)", source.text)
+    loop_vars = set()
+    for header in loops:
+        m = re.fullmatch(
+            r"\s*bit<32>\s+(\w+)\s*=\s*0\s*;\s*(\w+)\s*<\s*\w+\s*;\s*(\w+)\s*=\s*(\w+)\s*\+\s*1\s*", header
+        )
+        assert m and m.group(1) == m.group(2) == m.group(3) == m.group(4), header
+        loop_vars.add(m.group(1))
+    # Macro parameters (TNA's OLAF_VALUE_APPLY(i)) are literals once expanded.
+    code = "\n".join(line for line in source.text.splitlines() if not line.lstrip().startswith("#"))
+    for index in re.findall(r"\bvalues\[([^\]]+)\]", code):
+        if index in ("OLAF_V", "OLAF_TNA_V"):
+            continue  # the stack's declaration
+        assert re.fullmatch(r"\d+", index) or index in loop_vars, index
+
+
+def test_no_run_time_division(source: P4Source) -> None:
+    """p4c rejects / and % on run-time operands outside actions (p4lang/p4c#1232);
+    the programs use none at all."""
+    code = "\n".join(line for line in source.text.splitlines() if not line.lstrip().startswith("#"))
+    assert not re.search(r"[/%]", code)
+
+
 # -- v1model program against the p4info ----------------------------------------------------
 
 
