@@ -183,6 +183,8 @@ class AomModel:
         self.aom: list[list[Any]] = []
         self.positions = 0
         self._constants = 0
+        self.slot_cpu: list[float] = []
+        """Incremental mode: solver CPU seconds of the check at each slot after warm-up."""
         self._init_state()
         self._init_transmission()
         self.target = None
@@ -520,7 +522,9 @@ class AomModel:
                     continue
                 flag = z3.Bool(f"violation_at_{t}")
                 s.add(z3.Implies(flag, self.violation(t)))
+                c0 = time.process_time()
                 answer = run(flag)
+                self.slot_cpu.append(time.process_time() - c0)
                 if answer != z3.unsat:
                     bad_slot = t
                     break
