@@ -13,6 +13,7 @@ plots as ``olaf run``.
 from __future__ import annotations
 
 import math
+import sys
 import threading
 import time
 from collections import deque
@@ -60,8 +61,6 @@ class LineReader:
 
 
 def _python(module: str, *args: str) -> list[str]:
-    import sys
-
     return [sys.executable, "-m", module, *args]
 
 
@@ -132,7 +131,9 @@ def run_drl(testbed: Testbed, cfg: Any, *, progress: Callable[[Any], None] | Non
         "bmv2_topologies.drl_hosts", "ps", *conf, "--pull-from", pull_address(testbed, topo.ps.name),
         "--workers", ",".join(h.ip for h in workers), "--npz", str(npz)), host=topo.ps.name)
     testbed.wait_for_line(ps, "ready", ready_timeout)
-    relays = _start_relays(testbed, cfg.pull_rate, cfg.values, cfg.frac_bits)
+    # The PS's pull rate is the bottleneck; leaves drain at their share of it, not faster,
+    # so that idle PULLs do not eat the CPU the (software) switches need.
+    relays = _start_relays(testbed, cfg.pull_rate / max(len(topo.relays), 1), cfg.values, cfg.frac_bits)
     procs = [
         testbed.spawn(f"drl-worker{h.worker_id}", _python(
             "bmv2_topologies.drl_hosts", "worker", *conf, "--worker-id", str(h.worker_id),

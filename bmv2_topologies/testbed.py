@@ -143,12 +143,11 @@ class Testbed:
             sw = node.Node(f"olaf{self.tag}{name}", inNamespace=False)
             self.switch_nodes[name] = sw
             self._shell_pids.append(sw.pid)
-        for name, spec in topo.hosts.items():
+        for name in topo.hosts:
             host = node.Host(f"olaf{self.tag}{name}", inNamespace=True)
             self.hosts[name] = host
             self._shell_pids.append(host.pid)
             self._namespaces[name] = _net_ns(host.pid) or ""
-            del spec
         for lk in topo.links:
             self._add_link(link, lk)
         for name, spec in topo.hosts.items():

@@ -45,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     d.add_argument("--target-reward", type=float, default=None,
                    help="stop once the mean return of the last 20 episodes reaches this")
     d.add_argument("--pull-rate", type=float, default=rc.pull_rate,
-                   help=f"PULLs/s of the PS (and of each relay) (default {rc.pull_rate:g})")
+                   help=f"PULLs/s of the PS, split among relays (default {rc.pull_rate:g})")
     d.add_argument("--capacity", type=int, default=rc.capacity, help=f"queue slots (default {rc.capacity})")
     d.add_argument("--values", type=int, default=rc.values,
                    help=f"V, values per block (default {rc.values}; bmv2 needs 64)")
