@@ -163,7 +163,8 @@ def test_interpreter_catches_a_wrong_rule(tmp_path: Path) -> None:
 
 
 # Each mutation breaks one typing rule of p4c 1.2.5 (or of the v1model/TNA extern
-# declarations it compiles against); the interpreter must refuse the mutant. The
+# declarations it compiles against, or Tofino's one-access-per-register rule); the
+# interpreter must refuse the mutant. The
 # originals of these lines are what the programs use, so the rules are live checks.
 P4C_TYPE_RULES = {
     # Implicit bit<16> -> bit<8>: only untyped literals convert implicitly.
@@ -221,6 +222,13 @@ P4C_TYPE_RULES = {
         "bit<16> entry = index_read.execute(index_key);",
         "bit<16> entry = index_read.execute((bit<32>)index_key);",
         "implicit conversion",
+    ),
+    # TNA: a Register has one stateful ALU, reached once per packet per pass.
+    "tna_register_twice_per_pass": (
+        "tna/queue.p4",
+        "            lock_release.execute(0);\n",
+        "            lock_release.execute(0);\n            lock_release.execute(0);\n",
+        "accessed twice in one pass",
     ),
     # TNA: Counter<W, I>.count(in I index), I = bit<8>.
     "tna_counter_index_type": (

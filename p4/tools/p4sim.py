@@ -687,6 +687,7 @@ class Packet:
     pos: int = 0
     truncate_to: int | None = None
     resubmit: bytes | None = None
+    registers_used: set[str] = field(default_factory=set)
 
 
 class Switch:
@@ -994,6 +995,12 @@ class Switch:
             index_val = self.eval(args[0], env)
             self.check_type(index_val, targs[1])
             index = index_val.v
+            # One stateful ALU serves a Register, once per packet per pass: a second
+            # RegisterAction on the same Register in the same pass cannot be placed.
+            used = env["__packet__"].registers_used
+            if reg in used:
+                raise P4SimError(f"{reg} accessed twice in one pass: bf-p4c cannot place it")
+            used.add(reg)
             if index >= len(cells):
                 raise P4SimError(f"{reg}[{index}] out of bounds")
             params, stmts = body
