@@ -216,6 +216,19 @@ P4C_TYPE_RULES = {
         "if (rem >= (divisor << (int<8>)7)) {",
         "signed amount",
     ),
+    # bool and bit<1> do not convert implicitly, and ! wants a bool.
+    "int_literal_to_bool": (
+        "include/queue.p4",
+        "bool forward = false;",
+        "bool forward = 0;",
+        "assigned to a bool",
+    ),
+    "not_on_bit1": (
+        "include/queue.p4",
+        "if (meta.is_olaf == 0) {",
+        "if (!meta.is_olaf) {",
+        "non-bool",
+    ),
     # TNA: RegisterAction<T, I, U>.execute(in I index), I = bit<16> for reg_index.
     "tna_register_index_type": (
         "tna/queue.p4",

@@ -762,7 +762,7 @@ class Switch:
         if isinstance(t, T):
             return Val(0, t)
         if t == BOOL:
-            return Val(0, T(1))
+            return False
         if t[0] == "stack":
             return Stack([self.new(t[1]) for _ in range(t[2])])
         kind, fields = self.program.types[t[1]]
@@ -819,6 +819,8 @@ class Switch:
         if kind == "un":
             v = self.eval(e[2], env)
             if e[1] == "!":
+                if not isinstance(v, bool):
+                    raise P4SimError("! on a non-bool operand: p4c rejects it")
                 return not v
             if e[1] == "~":
                 return Val(v.t.norm(~v.v), v.t)
@@ -832,10 +834,17 @@ class Switch:
         raise P4SimError(f"cannot evaluate {e!r}")
 
     def binary(self, op: str, le: Any, re_: Any, env: dict[str, Any]) -> Any:
-        if op == "&&":
-            return bool(self.eval(le, env)) and bool(self.eval(re_, env))
-        if op == "||":
-            return bool(self.eval(le, env)) or bool(self.eval(re_, env))
+        if op in ("&&", "||"):
+            # p4c: both operands of && and || must be bool (no C-style truthiness).
+            left = self.eval(le, env)
+            if not isinstance(left, bool):
+                raise P4SimError(f"{op} on a non-bool operand: p4c rejects it")
+            if (op == "&&") != left:
+                return left
+            right = self.eval(re_, env)
+            if not isinstance(right, bool):
+                raise P4SimError(f"{op} on a non-bool operand: p4c rejects it")
+            return right
         a, b = self.eval(le, env), self.eval(re_, env)
         if isinstance(a, str) or isinstance(b, str) or isinstance(a, bool) or isinstance(b, bool):
             if op == "==":
@@ -901,9 +910,11 @@ class Switch:
     def coerce(self, value: Any, old: Any) -> Any:
         if isinstance(old, Val):
             if isinstance(value, bool):
-                return value
+                raise P4SimError(f"bool assigned to {old.t}: p4c needs a cast")
             self.check_type(value, old.t)
             return Val(old.t.norm(self.as_int(value)), old.t)
+        if isinstance(old, bool) and not isinstance(value, bool):
+            raise P4SimError(f"{value!r} assigned to a bool: p4c needs a bool")
         return value
 
     @staticmethod
