@@ -847,6 +847,8 @@ class Switch:
             return right
         a, b = self.eval(le, env), self.eval(re_, env)
         if isinstance(a, str) or isinstance(b, str) or isinstance(a, bool) or isinstance(b, bool):
+            if type(a) is not type(b):
+                raise P4SimError(f"{op} between {a!r} and {b!r}: p4c rejects mixed kinds")
             if op == "==":
                 return a == b
             if op == "!=":
