@@ -27,6 +27,8 @@ from bmv2_topologies.testbed import Process, Testbed, TestbedError
 from worker_transport.protocol import OLAF_PORT
 
 SAMPLE_PERIOD = 0.5
+DRAIN_S = 1.0
+"""Synthetic runs: seconds the PS (and relays) keep pulling after the workers stop."""
 COUNTER_PERIOD = 2.0
 """Seconds between counter reads over P4Runtime, on a thread of their own: on a loaded
 machine a session can take a second, which must not stall the sampling loop."""
@@ -73,7 +75,9 @@ def run_synthetic(testbed: Testbed, *, duration: float = 3.0, rate: float = 50.0
     topo = testbed.topology
     n = len(topo.workers)
     relays = _start_relays(testbed, pull_rate or 1500.0, 64, 16)
-    ps_args = ["ps", "--switch", pull_address(testbed, topo.ps.name), "--duration", f"{duration + 1.5:g}",
+    # The PS runs until the workers are done and the queues drained (then SIGTERM): on a
+    # loaded machine the workers may start seconds after it.
+    ps_args = ["ps", "--switch", pull_address(testbed, topo.ps.name),
                "--params", str(params), "--workers", str(min(n, 32)), "--stats-interval", "0"]
     if pull_rate:
         ps_args += ["--pull-rate", f"{pull_rate:g}"]
@@ -85,8 +89,14 @@ def run_synthetic(testbed: Testbed, *, duration: float = 3.0, rate: float = 50.0
             "--seed", str(h.worker_id), "--stats-interval", "0", *(worker_args or [])), host=h.name)
         for h in topo.workers
     ]
-    testbed.wait(workers + [ps], duration + 60)
+    testbed.wait(workers, duration + 60)
+    time.sleep(DRAIN_S)
     testbed.stop_all(relays)
+    if relays:
+        time.sleep(DRAIN_S)
+    testbed.stop_all([ps])
+    if ps.popen.returncode != 0:
+        raise TestbedError(f"ps exited with {ps.popen.returncode}:\n{ps.output()[-2000:]}")
     return {
         "ps": ps.final(),
         "workers": {p.name: p.final() for p in workers},
