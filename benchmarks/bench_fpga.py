@@ -5,8 +5,8 @@ default) and prints, per stream, cycles per message against the one-beat-per-cyc
 ideal (``max(input beats, output beats)`` per message) and the resulting rate at
 250 MHz. Baseline in the same run: the software reference OlafQueue processing
 the same messages, so the ratio survives a noisy shared machine.
-With ``--yosys`` (Debian's yosys on PATH) it also prints a generic synthesis
-resource estimate of a reduced build.
+With ``--yosys`` (Debian's yosys on PATH) it also prints a Xilinx 7-series cell
+estimate from ``synth_xilinx`` (about a minute of CPU).
 
 Run: ``.venv/bin/python benchmarks/bench_fpga.py [--simulator icarus] [--width 64] [--yosys]``.
 """
@@ -69,18 +69,31 @@ def reference_streams() -> dict[str, list[bytes]]:
 
 
 def yosys_estimate(width: int) -> str:
-    """Generic (technology-independent) cell counts of a reduced build."""
-    params = {"DATA_WIDTH": width, "V": harness.V, "MAX_CAPACITY": 16,
-              "MAX_CLUSTERS": 4, "MAX_BLOCKS": 64}
+    """Xilinx 7-series cell counts from yosys ``synth_xilinx`` (no place and route, no timing)."""
+    params = harness.parameters(width)
     chparam = " ".join(f"-set {k} {v}" for k, v in params.items())
-    script = (
-        f"read_verilog {harness.RTL_SOURCES[0]}; chparam {chparam} {harness.TOPLEVEL}; "
-        f"synth -top {harness.TOPLEVEL} -run begin:fine; memory -nomap; opt -fast; stat"
-    )
-    result = subprocess.run(["yosys", "-q", "-p", script], capture_output=True, text=True,
-                            check=True)
-    lines = [line for line in result.stdout.splitlines() if line.strip()]
-    return f"params {params}\n" + "\n".join(lines[-40:])
+    with tempfile.TemporaryDirectory() as tmp:
+        stat = Path(tmp) / "stat.txt"
+        script = (
+            f"read_verilog -defer {harness.RTL_SOURCES[0]}; "
+            f"chparam {chparam} {harness.TOPLEVEL}; hierarchy -top {harness.TOPLEVEL}; "
+            f"synth_xilinx -family xc7 -noiopad -top {harness.TOPLEVEL}; tee -q -o {stat} stat"
+        )
+        subprocess.run(["yosys", "-q", "-p", script], capture_output=True, text=True, check=True)
+        return f"params {params}\n" + summarize_stat(stat.read_text())
+
+
+def summarize_stat(text: str) -> str:
+    """The cell lines of a yosys ``stat`` report, with LUTs added up."""
+    cells = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0].isupper() and parts[1].isdigit():
+            cells[parts[0]] = int(parts[1])
+    luts = sum(n for name, n in cells.items() if name.startswith("LUT"))
+    flops = sum(n for name, n in cells.items() if name.startswith("FD"))
+    listed = ", ".join(f"{name} {n}" for name, n in sorted(cells.items()))
+    return f"LUTs {luts}, flip-flops {flops}; {listed}"
 
 
 def main() -> int:
@@ -123,7 +136,7 @@ def main() -> int:
         if shutil.which("yosys") is None:
             print("yosys not installed (apt-get install yosys)")
         else:
-            print("yosys resource estimate (generic cells, reduced build):")
+            print("yosys synth_xilinx -family xc7 estimate (cells; no place and route):")
             print(yosys_estimate(args.width))
     return 0
 

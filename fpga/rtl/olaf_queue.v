@@ -188,11 +188,14 @@ module olaf_queue #(
     reg [31:0] cnt_invalid [1:9];
 
     integer i;
+`ifndef SYNTHESIS
     initial begin
-        // FPGA block RAM powers up zeroed; give the simulators the same contents.
+        // FPGA block RAM powers up zeroed; give the simulators the same contents
+        // (no X ever reaches m_axis). Synthesis needs no init loop for that.
         for (i = 0; i < (1 << IW); i = i + 1) index_mem[i] = {SW{1'b0}};
         for (i = 0; i < NSEG * SEG_BEATS; i = i + 1) seg_mem[i] = {W{1'b0}};
     end
+`endif
 
     // ------------------------------------------------------------------ config
     wire [15:0] cap = (cfg_capacity == 16'd0) ? 16'd1
