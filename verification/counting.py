@@ -199,16 +199,21 @@ class CountingModel(AomModel):
             return z3.Or([present[x] for x in range(dep.aom_bound + 1, self.H + 1)] or
                          [z3.BoolVal(False)])
         n = dep.workers
-        total = z3.Sum([z3.ZeroExt(self.wS - w, cnt) * x for x, cnt in enumerate(counts) if x])
+        total = self._fresh(f"aom_sum_{t}", z3.Sum(
+            [z3.ZeroExt(self.wS - w, cnt) * x for x, cnt in enumerate(counts) if x]))
         limit = (n * dep.fairness_threshold.numerator) // dep.fairness_threshold.denominator
-        lim = self._const(limit, self.wS)
         out = []
         for x in range(self.H + 1):
-            d = self._const(n * x, self.wS) - total
-            out.append(z3.And(present[x], z3.Or(d > lim, d < -lim)))
+            far = []
+            if n * x - limit > 0:
+                far.append(z3.ULT(total, n * x - limit))
+            if n * x + limit + 1 < 2 ** (self.wS - 1):
+                far.append(z3.UGT(total, n * x + limit))
+            if far:
+                out.append(z3.And(present[x], z3.Or(far)))
         if self.aom_cap < dep.horizon:
             out.append(present[self.H])
-        return z3.Or(out)
+        return z3.Or(out) if out else z3.BoolVal(False)
 
     def saturated(self, trace: Trace) -> bool:
         return self.aom_cap < self.dep.horizon and any(

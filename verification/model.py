@@ -110,9 +110,10 @@ class Options:
     logic: str | None = "QF_BV"
     """Solver logic (``None`` = z3's default solver)."""
     engine: str = "auto"
-    """``counting`` (``verification.counting``), ``segments`` (``verification.segments``),
-    ``explicit`` (one position per message, this module) or ``auto``: the first of
-    these that is exact for the deployment."""
+    """``segments`` (``verification.segments``), ``explicit`` (one position per message,
+    this module), ``counting`` (``verification.counting``, a counter abstraction: exact
+    but slower, kept for comparison) or ``auto``: segments when they are exact for the
+    deployment, else explicit."""
 
 
 @dataclass
@@ -475,17 +476,25 @@ class AomModel:
                           for u, a in enumerate(aom)])
         n = dep.workers
         wide = [z3.ZeroExt(self.wF - self.wA, a) for a in aom]
-        total = z3.Sum(wide) if n > 1 else wide[0]
+        total = self._fresh(f"aom_sum_{t}", z3.Sum(wide) if n > 1 else wide[0])
         limit = (n * dep.fairness_threshold.numerator) // dep.fairness_threshold.denominator
-        lim = self._const(limit, self.wF)
+        # |N*a_u - S| > limit for some u  <=>  for some value x taken by a worker,
+        # S < N*x - limit or S > N*x + limit: comparisons of one sum with constants,
+        # over the few AoM values instead of the N workers.
         out = []
-        for a in wide:
-            d = a * n - total
-            out += [d > lim, d < -lim]
+        for x in range(self.aom_cap + 1):
+            present = z3.Or([a == x for a in aom])
+            far = []
+            if n * x - limit > 0:
+                far.append(z3.ULT(total, n * x - limit))
+            if n * x + limit + 1 < 2 ** (self.wF - 1):
+                far.append(z3.UGT(total, n * x + limit))
+            if far:
+                out.append(z3.And(present, z3.Or(far)))
         if self.aom_cap < dep.horizon:
             # A saturated counter hides the true AoM: report it, the caller widens the cap.
             out += [a == self.aom_cap for a in aom]
-        return z3.Or(out)
+        return z3.Or(out) if out else z3.BoolVal(False)
 
     def saturated(self, trace: Trace) -> bool:
         """The trace reached the AoM cap, so its AoM values are lower bounds only."""
@@ -666,9 +675,7 @@ def build_model(dep: Deployment, prop: str, options: Options | None = None,
         raise ValueError(f"unknown engine {opt.engine!r}")
     engine = opt.engine
     if engine == "auto":
-        engine = "explicit"
-        if segments_apply(dep):
-            engine = "segments" if dep.aliasing else "counting"
+        engine = "segments" if segments_apply(dep) else "explicit"
     if engine == "counting":
         from verification.counting import CountingModel
 
