@@ -122,6 +122,29 @@ def test_cli_defaults_match_run_config() -> None:
         assert getattr(lc, key) == value, key
 
 
+@pytest.mark.parametrize(("argv", "message"), [
+    (["run", "no_such_topology"], "none shipped by that name"),
+    (["run", "star2", "--tag", "toolong"], "--tag must be"),
+    (["run", "star2", "--switch", "bmv2", "--drop-prob", "0.1"], "options of the software switch"),
+    (["run", "star2", "--capacity", "0"], "capacity must be >= 1"),
+])
+def test_testbed_command_refuses_bad_arguments(argv: list[str], message: str,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    from olaf.cli import main
+
+    assert main(["testbed", *argv]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_testbed_list_and_show(capsys: pytest.CaptureFixture[str]) -> None:
+    from olaf.cli import main
+
+    assert main(["testbed", "list"]) == 0
+    assert "two_level    8 workers  3 switch(es)  2 relay(s)" in capsys.readouterr().out
+    assert main(["testbed", "show", "star2"]) == 0
+    assert "10.0.100.1/32      -> port 3 (02:00:0a:00:64:01)" in capsys.readouterr().out
+
+
 # -- the weight channel and the relay -------------------------------------------------------
 def test_model_messages_round_trip_in_any_order_with_loss_of_a_stale_version() -> None:
     rng = np.random.default_rng(1)
