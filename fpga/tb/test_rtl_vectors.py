@@ -58,8 +58,8 @@ async def replay_vectors(dut) -> None:  # noqa: ANN001 - cocotb handle
 
 @pytest.mark.parametrize("simulator", SIMULATORS)
 @pytest.mark.parametrize("width", [512, 64])
-def test_vectors(dut_build: Callable[[str, int], Path], simulator: str, width: int) -> None:
+def test_rtl_vectors(dut_build: Callable[[str, int], Path], simulator: str, width: int) -> None:
     dut_build(simulator, width)
     # The 64-bit build needs 8x the beats; one gapless pass keeps CI short, while the
     # 512-bit build also replays every file under random backpressure.
-    run(simulator, width, "test_vectors", extra_env={"OLAF_TB_GAPS": "1" if width == 512 else "0"})
+    run(simulator, width, "test_rtl_vectors", extra_env={"OLAF_TB_GAPS": "1" if width == 512 else "0"})

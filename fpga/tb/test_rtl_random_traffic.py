@@ -70,10 +70,10 @@ async def random_traffic_scoreboard(dut) -> None:  # noqa: ANN001 - cocotb handl
 
 @pytest.mark.parametrize("simulator", SIMULATORS)
 @pytest.mark.parametrize("width", [512, 64])
-def test_random_traffic(
+def test_rtl_random_traffic(
     dut_build: Callable[[str, int], Path], simulator: str, width: int
 ) -> None:
     dut_build(simulator, width)
     # Full length at 512 bits; the 64-bit build (8x the beats) gets a shorter run.
     messages = 10_000 if width == 512 else 1_000
-    run(simulator, width, "test_random_traffic", extra_env={"OLAF_TB_MESSAGES": str(messages)})
+    run(simulator, width, "test_rtl_random_traffic", extra_env={"OLAF_TB_MESSAGES": str(messages)})
