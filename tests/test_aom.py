@@ -56,6 +56,7 @@ def test_per_worker_aom_follows_contributor_bits() -> None:
     summary = aom.summary()
     assert summary["per_worker"]["mean"] == [6.0, 8.0]
     assert summary["per_worker"]["max"] == [15.0, 20.0]
+    assert summary["per_worker"]["last"] == [10.0, 10.0]
     # Update ages: every update was generated at START.
     assert s.ages_ms.tolist() == [5, 25, 30]
 

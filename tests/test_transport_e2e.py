@@ -180,10 +180,12 @@ def test_loss_stalls_neither_end() -> None:
     assert all(b > a for a, b in zip((0, *acked), acked, strict=False)), progress
     st = receiver.stats()
     assert st["expired_pulls"] > 0  # lost DATA/EMPTY were written off, not waited for
-    lost = sum(s.stats()["lost_blocks"] for s in senders)
-    sent = sum(s.stats()["sent_blocks"] for s in senders)
-    acked_total = sum(s.stats()["acked_blocks"] for s in senders)
-    assert lost > 0 and acked_total + lost == sent  # every block resolved: answered or lost
+    stats = [s.stats() for s in senders]
+    lost = sum(st["lost_blocks"] for st in stats)
+    sent = sum(st["sent_blocks"] for st in stats)
+    assert lost > 0
+    for st in stats:  # every block resolved: answered or lost
+        assert st["acked_blocks"] + st["lost_blocks"] == st["sent_blocks"], st
     assert 0.1 < lost / sent < 0.3
     # Every UPDATE reached the switch (only responses are dropped) and every ACK that
     # arrived carried the outcome the switch counted for it, or fewer (some were lost).
@@ -231,7 +233,7 @@ def test_olaf_worker_and_ps_processes_over_udp() -> None:
             endless.send_signal(signal.SIGINT)
         try:
             endless_out = run_processes({"endless": endless}, timeout=30)["endless"]
-            time.sleep(0.3)  # the PS drains what is left
+            time.sleep(1.0)  # the PS drains what is left (generously: CI may be loaded)
         finally:
             ps.send_signal(signal.SIGTERM)
         ps_out = run_processes({"ps": ps}, timeout=30)["ps"]
@@ -281,10 +283,10 @@ def test_interface_mode_ps_on_raw_ethernet_workers_on_udp_and_ethernet() -> None
                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
 
             ps = olaf_in("p", "ps", "--iface", "eth0", "--src-ip", IP_P, "--dst-mac", MAC_W,
-                         "--switch", f"{IP_W}:20300", "--values", str(V), "--window", "8",
+                         "--switch", f"{IP_W}:20300", "--values", str(V), "--pull-rate", "1000",
                          "--stats-interval", "0", "--workers", "2")
-            common = ("--values", str(V), "--params", "1024", "--rate", "50", "--count", "20",
-                      "--stats-interval", "0", "--policy", "always")
+            common = ("--values", str(V), "--params", "1024", "--rate", "20", "--count", "20",
+                      "--stats-interval", "0", "--policy", "always", "--ack-timeout", "5")
             workers = {
                 "udp": olaf_in("w", "worker", "--switch", f"{IP_P}:20300", "--worker-id", "0",
                                *common),
@@ -294,7 +296,7 @@ def test_interface_mode_ps_on_raw_ethernet_workers_on_udp_and_ethernet() -> None
             }
             try:
                 outputs = run_processes(workers, timeout=60)
-                time.sleep(0.5)  # the PS drains what is left
+                time.sleep(1.5)  # the PS drains what is left (generously: CI may be loaded)
                 ps.send_signal(signal.SIGTERM)
                 ps_out = run_processes({"ps": ps}, timeout=60)["ps"]
             finally:
@@ -306,17 +308,30 @@ def test_interface_mode_ps_on_raw_ethernet_workers_on_udp_and_ethernet() -> None
         hosts.close()
     assert not hosts.leftovers()
     switch = sw.final["outcomes"]
-    for name, out in outputs.items():
-        final = final_line(out)
-        assert final["sent_updates"] == 20, name
-        assert final["acked_blocks"] == final["sent_blocks"] == 16 * 20, (name, final)
-    assert sum(switch.values()) == 2 * 16 * 20
+    finals = {name: final_line(out) for name, out in outputs.items()}
     ps_final = final_line(ps_out)
-    assert ps_final["data_blocks"] == switch["ENQUEUED"] > 0
-    assert ps_final["aggregated_updates"] == switch["ENQUEUED"] + switch["MERGED"]
-    assert ps_final["bad_data"] == 0 and ps_final["empty"] > 0
-    # Both workers' bits reached the PS.
-    assert all(m < 4000 for m in ps_final["aom"]["per_worker"]["mean"])
+    # Frames through veths and AF_PACKET sockets can be lost when a loaded machine starves
+    # the switch process (its socket buffer overflows). Every block must still end as
+    # answered or lost, and what was answered must agree with the switch's counters;
+    # without loss, the accounting is exact.
+    for name, final in finals.items():
+        assert final["sent_updates"] == 20, name
+        assert final["acked_blocks"] + final["lost_blocks"] == final["sent_blocks"] == 16 * 20
+        assert final["acked_blocks"] >= 0.9 * final["sent_blocks"], (name, final)
+        assert final["duplicate_acks"] == final["unexpected_acks"] == 0, (name, final)
+        for outcome, n in final["outcomes"].items():
+            assert n <= switch[outcome], (name, outcome)
+    acked = sum(f["acked_blocks"] for f in finals.values())
+    assert acked <= sum(switch.values()) <= 2 * 16 * 20
+    assert ps_final["bad_data"] == 0 and ps_final["empty"] > 0 and sw.final["occupied"] == 0
+    assert 0.9 * switch["ENQUEUED"] <= ps_final["data_blocks"] <= switch["ENQUEUED"]
+    assert ps_final["aggregated_updates"] <= switch["ENQUEUED"] + switch["MERGED"]
+    if acked == 2 * 16 * 20:
+        assert ps_final["data_blocks"] == switch["ENQUEUED"] > 0
+        assert ps_final["aggregated_updates"] == switch["ENQUEUED"] + switch["MERGED"]
+    # Both workers' bits reached the PS: a bit never refreshed would be as old as the run.
+    elapsed_ms = ps_final["elapsed_s"] * 1000
+    assert all(last < elapsed_ms - 50 for last in ps_final["aom"]["per_worker"]["last"])
 
 
 def test_olaf_port_constant_matches_protocol() -> None:

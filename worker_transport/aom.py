@@ -248,7 +248,8 @@ class AoMTracker:
         """Global AoM statistics at the top level (ms), then update age and per worker.
 
         ``{"mean", "p50", "p99", "max", "samples", "received", "update_age": {...},
-        "per_worker": {"mean": [...], "max": [...]}, "fairness_gap_ms"}``.
+        "per_worker": {"mean": [...], "max": [...], "last": [...]}, "fairness_gap_ms"}``,
+        where ``last`` is each worker's AoM at the latest sample.
         """
         s = self.series
         glob = Stats.of(s.global_ms)
@@ -264,6 +265,7 @@ class AoMTracker:
             "per_worker": {
                 "mean": per.mean(axis=0).tolist() if len(per) else [math.nan] * self.workers,
                 "max": per.max(axis=0).tolist() if len(per) else [math.nan] * self.workers,
+                "last": per[-1].tolist() if len(per) else [math.nan] * self.workers,
             },
             "fairness_gap_ms": self.fairness_gap_ms(),
         }

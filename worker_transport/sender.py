@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from worker_transport.aom import wall_clock_us, wrap_us
-from worker_transport.codec import Batch, encode_array
+from worker_transport.codec import Batch, encode_array, packet_dtype
 from worker_transport.fixedpoint import num_blocks, split_blocks, to_fixed
 from worker_transport.policy import Feedback, OlafPolicy, SendPolicy
 from worker_transport.protocol import (
@@ -123,6 +123,7 @@ class Sender:
         self.last_p_s = 1.0
         self.rtt_us: int | None = None
         self.srtt_us: float | None = None
+        self._wire: np.ndarray | None = None
         self.error: BaseException | None = None
         """What stopped the ACK thread, if anything did (re-raised by ``send_gradient``)."""
         self._stop = threading.Event()
@@ -162,23 +163,14 @@ class Sender:
         # Converted only once the update is going out: a skipped one costs no more.
         blocks = split_blocks(to_fixed(flat, self.frac_bits), self.values)
         reward_fixed = int(to_fixed(np.array([reward]), self.frac_bits)[0])
-        batch = Batch.zeros(n, self.values)
-        h = batch.headers
-        h["version"] = VERSION
-        h["msg_type"] = MsgType.UPDATE
-        h["cluster_id"] = self.cluster_id
-        h["worker_id"] = self.worker_id
-        h["block_id"] = np.arange(n)
-        h["agg_count"] = 1
-        h["num_values"] = self.values
-        h["frac_bits"] = self.frac_bits
+        packets = self._packets(n)
+        h = packets["h"]
         h["seq"] = self._seq
         h["model_version"] = model_version & 0xFFFFFFFF
         h["reward"] = reward_fixed
         h["gen_time_us"] = wrap_us(now)
-        h["contributors"] = self.contributors
-        batch.values[:] = blocks
-        rows = encode_array(batch)
+        packets["v"] = blocks
+        rows = packets.view(np.uint8).reshape(n, -1)
         with self._lock:
             # Registered before sending: the first ACK can beat the end of the batch.
             self._pending[self._seq] = _Pending(self.clock(), np.zeros(n, np.uint16), n)
@@ -187,6 +179,26 @@ class Sender:
         self._seq = (self._seq + 1) & 0xFFFFFFFF
         self.transport.send(rows)
         return True
+
+    def _packets(self, n: int) -> np.ndarray:
+        """The wire buffer for an update of ``n`` blocks: the fields every update shares
+        are written once, so each update fills only seq, model_version, reward,
+        gen_time_us and the values. Reused (``send`` copies into the kernel), and kept
+        for the last size only, since a learner's gradient size does not change."""
+        if self._wire is None or len(self._wire) != n:
+            batch = Batch.zeros(n, self.values)
+            h = batch.headers
+            h["version"] = VERSION
+            h["msg_type"] = MsgType.UPDATE
+            h["cluster_id"] = self.cluster_id
+            h["worker_id"] = self.worker_id
+            h["block_id"] = np.arange(n)
+            h["agg_count"] = 1
+            h["num_values"] = self.values
+            h["frac_bits"] = self.frac_bits
+            h["contributors"] = self.contributors
+            self._wire = encode_array(batch).view(packet_dtype(self.values)).reshape(n)
+        return self._wire
 
     # -- ACKs ----------------------------------------------------------------------
     def poll(self, timeout: float = 0.0) -> int:
@@ -237,6 +249,8 @@ class Sender:
             seqs = mine["seq"][known].astype(np.int64)
             blocks = mine["block_id"][known].astype(np.int64)
             outcomes = outcomes[known]
+            if not len(seqs):
+                return
             first = int(seqs[0])
             if (seqs == first).all():  # the usual read: the ACKs of one update
                 self._match(first, blocks, outcomes, now)
