@@ -162,6 +162,29 @@ def test_interpreter_catches_a_wrong_rule(tmp_path: Path) -> None:
     assert got != expected
 
 
+def test_merge_re_signs_register_reads(tmp_path: Path) -> None:
+    """bmv2 gives an int<32> field the unsigned number of a register cell (behavioral-model
+    Register::export_bytes masks; Field::export_bytes keeps values up to the unsigned
+    mask) and evaluates |+| on the numbers, so merging without the re-signing casts
+    saturates negative cells: the interpreter models this and the saturation vector
+    catches it."""
+    vector_path = p4_replay.VECTORS_DIR / "09_merge_saturation.json"
+    if not vector_path.exists():
+        pytest.skip("09_merge_saturation.json not generated yet")
+    mutant = tmp_path / "p4"
+    shutil.copytree(p4_replay.REPO / "p4", mutant, ignore=shutil.ignore_patterns("build"))
+    queue = mutant / "include" / "queue.p4"
+    text = queue.read_text()
+    fixed = "((int<32>)((bit<32>)current)) |+| hdr.values[i].value"
+    assert text.count(fixed) == 1
+    queue.write_text(text.replace(fixed, "current |+| hdr.values[i].value"))
+    vector = p4_replay.load_vector(vector_path)
+    got, expected, _ = p4_replay.replay_on_p4sim(vector, mutant / "olaf.p4")
+    assert got != expected
+    got, expected, _ = p4_replay.replay_on_p4sim(vector)
+    assert got == expected
+
+
 # Each mutation breaks one typing rule of p4c 1.2.5 (or of the v1model/TNA extern
 # declarations it compiles against, or Tofino's one-access-per-register rule); the
 # interpreter must refuse the mutant. The

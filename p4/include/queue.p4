@@ -179,10 +179,17 @@ control OlafIngress(inout headers_t hdr,
                     reg_slot_contributors.read(contributors, s32);
                     reg_slot_contributors.write(s32, contributors | hdr.olaf.contributors);
 
+                    /* bmv2 registers hold unsigned numbers (Register::export_bytes masks)
+                     * and register_read gives them to the int<32> field unchanged
+                     * (Field::export_bytes wraps only above the unsigned mask), so a
+                     * negative cell reads as a large positive number and |+|, which bmv2
+                     * evaluates on the numbers (sat_cast), would saturate it to INT32_MAX.
+                     * The two casts (p4c: & 0xffffffff, then two_comp_mod) make it
+                     * signed again. */
                     int<32> current;
                     for (bit<32> i = 0; i < OLAF_V; i = i + 1) {
                         reg_values.read(current, base + i);
-                        reg_values.write(base + i, current |+| hdr.values[i].value);
+                        reg_values.write(base + i, ((int<32>)((bit<32>)current)) |+| hdr.values[i].value);
                     }
                 }
                 if (append) {

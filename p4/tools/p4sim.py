@@ -181,6 +181,22 @@ class T:
             v -= 1 << self.width
         return v
 
+    def field(self, v: int) -> int:
+        """The number a bmv2 field of this type holds after ``Field::set`` (behavioral-model
+        include/bm/bm_sim/fields.h, ``export_bytes``): a signed field wraps only values
+        below its minimum or above its unsigned mask, so a value in (max, mask], e.g. the
+        unsigned contents of a register, stays that large positive number. The bytes are
+        right; arithmetic and comparisons on it are not, until a cast to int<W> (lowered
+        to two_comp_mod) fixes it."""
+        if self.width is None:
+            return v
+        mask = (1 << self.width) - 1
+        if not self.signed:
+            return v & mask
+        if v < -(1 << (self.width - 1)) or v > mask:
+            return self.norm(v)
+        return v
+
 
 BOOL = "bool"
 
@@ -867,7 +883,10 @@ class Switch:
         t = a.t if a.t.width is not None else b.t
         if a.t.width is not None and b.t.width is not None and a.t != b.t:
             raise P4SimError(f"{op} between {a.t} and {b.t}: p4c would reject it")
-        x, y = t.norm(a.v), t.norm(b.v)
+        # bmv2 evaluates on the fields' numbers as they are (see T.field); p4c's
+        # ArithmeticFixup wraps only + - * << >> ~ and casts (mask for bit<W>, two_comp_mod
+        # for int<W>), not comparisons, & | ^ or the sat_cast of |+| |-|.
+        x, y = a.v, b.v
         if op in ("==", "!=", "<", ">", "<=", ">="):
             return {"==": x == y, "!=": x != y, "<": x < y, ">": x > y, "<=": x <= y, ">=": x >= y}[op]
         if op in ("|+|", "|-|"):
@@ -876,7 +895,10 @@ class Switch:
             half = 1 << (t.width - 1)
             lo, hi = (-half, half - 1) if t.signed else (0, (1 << t.width) - 1)
             return Val(min(max(r, lo), hi), t)
-        r = {"+": x + y, "-": x - y, "*": x * y, "&": x & y, "|": x | y, "^": x ^ y}[op]
+        if op in ("&", "|", "^"):
+            r = {"&": x & y, "|": x | y, "^": x ^ y}[op]
+            return Val(r if t.signed else t.norm(r), t)
+        r = {"+": x + y, "-": x - y, "*": x * y}[op]
         return Val(t.norm(r), t)
 
     # -- lvalues
@@ -894,7 +916,7 @@ class Switch:
                 if not base.valid:
                     return  # bmv2: writes to an invalid header are lost
                 self.check_type(value, base.fields[target[2]])
-                base.values[target[2]] = base.fields[target[2]].norm(self.as_int(value))
+                base.values[target[2]] = base.fields[target[2]].field(self.as_int(value))
             elif isinstance(base, Struct):
                 base[target[2]] = self.coerce(value, base[target[2]])
             else:
@@ -914,7 +936,7 @@ class Switch:
             if isinstance(value, bool):
                 raise P4SimError(f"bool assigned to {old.t}: p4c needs a cast")
             self.check_type(value, old.t)
-            return Val(old.t.norm(self.as_int(value)), old.t)
+            return Val(old.t.field(self.as_int(value)), old.t)
         if isinstance(old, bool) and not isinstance(value, bool):
             raise P4SimError(f"{value!r} assigned to a bool: p4c needs a bool")
         return value
@@ -970,7 +992,10 @@ class Switch:
                 index = self.v1model_index(self.eval(args[1], env), key)
                 if index >= len(cells):
                     raise P4SimError(f"{key}[{index}] out of bounds")
-                self.assign(args[0], Val(t.norm(cells[index]), t), env)
+                # behavioral-model src/bm_sim/stateful.cpp: Register::export_bytes masks,
+                # so register_read hands the field the unsigned number.
+                raw = cells[index] & ((1 << t.width) - 1) if t.width else cells[index]
+                self.assign(args[0], Val(raw, t), env)
                 return
             if method == "write":
                 index = self.v1model_index(self.eval(args[0], env), key)
