@@ -92,6 +92,9 @@ class EthernetSwitch:
             for port, iface in self.ports.items():
                 sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
                 self.sockets[port] = sock
+                # Bursts from many workers outrun a Python switch for a moment; buffer, don't drop.
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
                 sock.bind((iface, 0))
                 sock.setblocking(False)
         except OSError as e:
