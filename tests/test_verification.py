@@ -28,6 +28,9 @@ OLAF_TIGHT = Deployment(workers=6, clusters=2, horizon=8, warmup=3,
 SMALL_RING = Deployment(workers=4, clusters=4, capacity=2, horizon=7, warmup=2,
                         fairness_threshold=Fraction(1), aom_bound=2)
 """OLAF with fewer slots than clusters: DROPPED_FULL, and P_s < 1 lets workers skip."""
+HALF_RATE = Deployment(workers=4, clusters=2, pull_rate=Fraction(1, 2), horizon=9, warmup=3,
+                       aom_bound=2)
+"""One PULL every other slot: slots without a PULL, AoM 2 is not enough."""
 ANY_REWARDS = Deployment(workers=4, clusters=2, capacity=2, horizon=7, warmup=2,
                          rewards="any", aom_bound=2)
 """Rewards unknown: low-reward updates are dropped or replaced (DESIGN.md §3 rule 3)."""
@@ -53,8 +56,10 @@ def test_fair_deployment_verifies(prop: str) -> None:
         (SMALL_RING, "fairness"),
         (SMALL_RING, "responsiveness"),
         (ANY_REWARDS, "responsiveness"),
+        (HALF_RATE, "responsiveness"),
     ],
-    ids=["fifo-fair", "fifo-resp", "olaf-tight", "ring-fair", "ring-resp", "any-rewards"],
+    ids=["fifo-fair", "fifo-resp", "olaf-tight", "ring-fair", "ring-resp", "any-rewards",
+         "half-rate"],
 )
 def test_counterexample_is_a_real_queue_behaviour(dep: Deployment, prop: str) -> None:
     result = check(dep, prop)
@@ -117,7 +122,8 @@ def test_replay_catches_a_drifted_trace() -> None:
         assert not replay(FIFO_BROKEN, bad).ok, edit
 
 
-@pytest.mark.parametrize("dep", [FAIR, OLAF_TIGHT, SMALL_RING], ids=["fair", "tight", "ring"])
+@pytest.mark.parametrize("dep", [FAIR, OLAF_TIGHT, SMALL_RING, HALF_RATE],
+                         ids=["fair", "tight", "ring", "half-rate"])
 def test_encodings_agree(dep: Deployment) -> None:
     """counting, segments and explicit encode the same behaviours: same verdicts."""
     engines = ["explicit"]
@@ -126,6 +132,13 @@ def test_encodings_agree(dep: Deployment) -> None:
     for prop in ("fairness", "responsiveness"):
         verdicts = {e: check(dep, prop, e).status for e in engines}
         assert len(set(verdicts.values())) == 1, (prop, verdicts)
+
+
+def test_contributor_bits_alias_beyond_32_workers_per_cluster() -> None:
+    dep = Deployment(workers=40, clusters=1)
+    assert dep.aliasing
+    assert dep.aliases(3) == [3, 35] and dep.aliases(35) == [3, 35] and dep.aliases(8) == [8]
+    assert not Deployment(workers=64, clusters=2).aliasing
 
 
 def test_forced_window_follows_the_worker_policy() -> None:
@@ -191,6 +204,8 @@ def test_cli_exit_codes_and_json(capsys: pytest.CaptureFixture[str], tmp_path) -
     capsys.readouterr()
     assert main([str(toml), "--mode", "olaf", "--workers", "4"]) == 0
     capsys.readouterr()
+    assert main(["--workers", "4", "--mode", "fifo", "--engine", "segments"]) == 2
+    assert "segment encoding" in capsys.readouterr().err
     toml.write_text("[deployment]\nwokers = 6\n")
     assert main([str(toml)]) == 2
     assert "unknown key 'wokers'" in capsys.readouterr().err

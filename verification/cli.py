@@ -147,7 +147,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     props = PROPERTIES if prop == "both" else (prop,)
     results = []
     for name in props:
-        result = check_property(dep, name, timeout, Options(engine=args.engine))
+        try:
+            result = check_property(dep, name, timeout, Options(engine=args.engine))
+        except ValueError as e:
+            # An engine asked for explicitly that cannot represent this deployment.
+            print(f"verify-aom: error: --engine {args.engine}: {e}", file=sys.stderr)
+            return EXIT_USAGE
         entry = result.to_dict()
         if result.trace is not None and not args.no_replay:
             report = replay(dep, result.trace)

@@ -110,6 +110,9 @@ class Trace:
         lines.append("  ".join("-" * w for w in widths))
         lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
                   for r in rows]
+        if self.reward_threshold is not None:
+            lines.append(f"rewards r and threshold {self.reward_threshold} (raw fixed point) "
+                         "realise the trace's reward decisions")
         legend = (f"workers w0..w{n - 1}; ENQ enqueued, MRG merged, REP replaced, "
                   "DRW dropped (reward), DFL dropped (full); PULL:cK{...} = DATA of cluster K "
                   "crediting those workers")
