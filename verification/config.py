@@ -9,7 +9,7 @@ The default deployment (``Deployment()``) is the one ``verify-aom`` with no flag
 proves: the switch defaults (capacity 64, OLAF mode, no reward threshold set yet,
 ``alpha = 0.2``, ``beta = 0.05``) with 8 workers in 2 clusters, one PULL per slot,
 a horizon of 24 slots after a warm-up of 4, fairness within 1.5 slots of the mean
-and every worker's AoM at most 3 slots.
+and every worker's AoM at most 2 slots.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ class Deployment:
     """Slots at the start where the properties are not required (queues filling)."""
     fairness_threshold: Fraction = Fraction(3, 2)
     """Slots: ``max_u |AoM_u(t) - mean AoM(t)|`` may not exceed this."""
-    aom_bound: int = 3
+    aom_bound: int = 2
     """Slots: ``AoM_u(t)`` of a worker that keeps sending may not exceed this."""
     alpha: float = DEFAULT_ALPHA
     beta: float = DEFAULT_BETA
