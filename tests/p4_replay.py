@@ -377,6 +377,12 @@ def reference_queue(vector: Vector) -> Any:
     return queue
 
 
+def _as_int32(cell: int) -> int:
+    """A 32-bit register cell (bmv2 holds the unsigned number of its bits) as the int32 the
+    reference queue keeps."""
+    return cell - (1 << 32) if cell >> 31 else cell
+
+
 def state_differences(switch: Any, queue: Any) -> list[str]:
     """Where the P4 program's registers and counters disagree with the reference queue."""
     from dataplane.queue import SLOT_FIELDS
@@ -406,9 +412,10 @@ def state_differences(switch: Any, queue: Any) -> list[str]:
     for k in range(queue.occupied):
         s = (queue.read_ptr + k) % cfg.capacity
         for name in SLOT_FIELDS:
-            check(f"slot {s} {name}", regs[f"OlafIngress.reg_slot_{name}"][s], queue.slots[name][s])
+            got = regs[f"OlafIngress.reg_slot_{name}"][s]
+            check(f"slot {s} {name}", _as_int32(got) if name == "reward" else got, queue.slots[name][s])
         values = regs["OlafIngress.reg_values"][s * cfg.values : (s + 1) * cfg.values]
-        check(f"slot {s} values", values, queue.values[s].tolist())
+        check(f"slot {s} values", [_as_int32(v) for v in values], queue.values[s].tolist())
     outcomes = queue.counters.outcomes
     check("outcome_counter", counters["OlafIngress.outcome_counter"][: len(outcomes)], outcomes)
     check("msg_type_counter", counters["OlafIngress.msg_type_counter"], queue.counters.msg_types)

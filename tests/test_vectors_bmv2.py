@@ -162,27 +162,71 @@ def test_interpreter_catches_a_wrong_rule(tmp_path: Path) -> None:
     assert got != expected
 
 
-def test_merge_re_signs_register_reads(tmp_path: Path) -> None:
-    """bmv2 gives an int<32> field the unsigned number of a register cell (behavioral-model
-    Register::export_bytes masks; Field::export_bytes keeps values up to the unsigned
-    mask) and evaluates |+| on the numbers, so merging without the re-signing casts
-    saturates negative cells: the interpreter models this and the saturation vector
-    catches it."""
+def test_value_register_is_unsigned_and_re_signed_once(tmp_path: Path) -> None:
+    """bmv2 keeps register cells as unsigned numbers (behavioral-model Register::export_bytes
+    masks) and register_read hands that number to the destination, so a register<int<32>>
+    read gives -1 as 4294967295 and |+| (sat_cast on the numbers) saturates it to INT32_MAX.
+    The interpreter models this: the old program (an int<32> register added to directly)
+    fails the saturation vector, the committed one (a bit<32> register and one (int<32>)
+    cast) passes it, and dropping that cast is a type error, so the program cannot lose it
+    silently."""
     vector_path = p4_replay.VECTORS_DIR / "09_merge_saturation.json"
     if not vector_path.exists():
         pytest.skip("09_merge_saturation.json not generated yet")
-    mutant = tmp_path / "p4"
-    shutil.copytree(p4_replay.REPO / "p4", mutant, ignore=shutil.ignore_patterns("build"))
-    queue = mutant / "include" / "queue.p4"
-    text = queue.read_text()
-    fixed = "((int<32>)((bit<32>)current)) |+| hdr.values[i].value"
-    assert text.count(fixed) == 1
-    queue.write_text(text.replace(fixed, "current |+| hdr.values[i].value"))
     vector = p4_replay.load_vector(vector_path)
+    got, expected, switch = p4_replay.replay_on_p4sim(vector)
+    assert got == expected
+    assert p4_replay.state_differences(switch, p4_replay.reference_queue(vector)) == []
+
+    merge = "(bit<32>)(((int<32>)current) |+| hdr.values[i].value)"
+    # The program before the register became bit<32>: int<32> register, local and cells.
+    old_form = {
+        "include/queue_state.p4": [("register<bit<32>>(OLAF_VALUE_SLOTS) reg_values;",
+                                    "register<int<32>>(OLAF_VALUE_SLOTS) reg_values;")],
+        "include/queue.p4": [
+            ("bit<32> current;", "int<32> current;"),
+            (merge, "current |+| hdr.values[i].value"),
+            ("reg_values.write(base + i, (bit<32>)hdr.values[i].value);",
+             "reg_values.write(base + i, hdr.values[i].value);"),
+            ("reg_values.read(cell, base + i);\n                        hdr.values[i].value = (int<32>)cell;",
+             "reg_values.read(hdr.values[i].value, base + i);"),
+        ],
+    }
+    mutant = _mutant(tmp_path / "old", old_form)
     got, expected, _ = p4_replay.replay_on_p4sim(vector, mutant / "olaf.p4")
     assert got != expected
-    got, expected, _ = p4_replay.replay_on_p4sim(vector)
-    assert got == expected
+
+    uncast = {"include/queue.p4": [(merge, "(bit<32>)(current |+| hdr.values[i].value)")]}
+    mutant = _mutant(tmp_path / "uncast", uncast)
+    with pytest.raises(p4_replay.load_p4sim().P4SimError, match=r"\|\+\| between .* p4c would reject it"):
+        p4_replay.replay_on_p4sim(vector, mutant / "olaf.p4")
+
+
+def test_reward_register_reads_are_only_used_unsigned(tmp_path: Path) -> None:
+    """reg_slot_reward stays register<int<32>> because every read of it is deparsed or cast
+    to bit<32> before use; a signed comparison on the read (4294967295 for -1 on bmv2)
+    orders negative rewards wrongly, and the interpreter, modelling bmv2's cells, shows
+    it on the vectors whose merges carry negative rewards."""
+    vector_path = p4_replay.VECTORS_DIR / "22_default_threshold_merges.json"
+    if not vector_path.exists():
+        pytest.skip("22_default_threshold_merges.json not generated yet")
+    keyed = "((bit<32>)hdr.olaf.reward ^ 32w0x80000000) > ((bit<32>)reward ^ 32w0x80000000)"
+    mutant = _mutant(tmp_path / "p4", {"include/queue.p4": [(keyed, "hdr.olaf.reward > reward")]})
+    got, expected, _ = p4_replay.replay_on_p4sim(p4_replay.load_vector(vector_path), mutant / "olaf.p4")
+    assert got != expected
+
+
+def _mutant(root: Path, edits: dict[str, list[tuple[str, str]]]) -> Path:
+    """A copy of p4/ with each (old, new) edit applied to its file; each old text must occur once."""
+    shutil.copytree(p4_replay.REPO / "p4", root, ignore=shutil.ignore_patterns("build"))
+    for name, pairs in edits.items():
+        path = root / name
+        text = path.read_text()
+        for old, new in pairs:
+            assert text.count(old) == 1, old
+            text = text.replace(old, new)
+        path.write_text(text)
+    return root
 
 
 # Each mutation breaks one typing rule of p4c 1.2.5 (or of the v1model/TNA extern
@@ -203,6 +247,20 @@ P4C_TYPE_RULES = {
         "reg_slot_cluster_id.read(hdr.olaf.cluster_id, s32);",
         "reg_slot_cluster_id.read(hdr.olaf.cluster_id, slot);",
         "v1model wants bit<32>",
+    ),
+    # reg_values is register<bit<32>>: its cells go into the int<32> values and back
+    # only through a cast, so no read or write can skip the re-signing.
+    "value_register_read_uncast": (
+        "include/queue.p4",
+        "hdr.values[i].value = (int<32>)cell;",
+        "hdr.values[i].value = cell;",
+        "implicit conversion",
+    ),
+    "value_register_write_uncast": (
+        "include/queue.p4",
+        "reg_values.write(base + i, (bit<32>)hdr.values[i].value);",
+        "reg_values.write(base + i, hdr.values[i].value);",
+        "implicit conversion",
     ),
     # v1model.p4: counter.count(in bit<32> index).
     "counter_index_bit8": (

@@ -149,7 +149,7 @@ control OlafIngress(inout headers_t hdr,
                     reg_slot_gen_time_us.write(s32, hdr.olaf.gen_time_us);
                     reg_slot_contributors.write(s32, hdr.olaf.contributors);
                     for (bit<32> i = 0; i < OLAF_V; i = i + 1) {
-                        reg_values.write(base + i, hdr.values[i].value);
+                        reg_values.write(base + i, (bit<32>)hdr.values[i].value);
                     }
                 }
                 if (merge) {
@@ -179,17 +179,15 @@ control OlafIngress(inout headers_t hdr,
                     reg_slot_contributors.read(contributors, s32);
                     reg_slot_contributors.write(s32, contributors | hdr.olaf.contributors);
 
-                    /* bmv2 registers hold unsigned numbers (Register::export_bytes masks)
-                     * and register_read gives them to the int<32> field unchanged
-                     * (Field::export_bytes wraps only above the unsigned mask), so a
-                     * negative cell reads as a large positive number and |+|, which bmv2
-                     * evaluates on the numbers (sat_cast), would saturate it to INT32_MAX.
-                     * The two casts (p4c: & 0xffffffff, then two_comp_mod) make it
-                     * signed again. */
-                    int<32> current;
+                    /* reg_values is bit<32>: bmv2 keeps every register cell as an unsigned
+                     * number anyway (Register::export_bytes masks), and |+| is evaluated
+                     * on the operands' numbers (sat_cast), so a cell must be made signed
+                     * before the add. Declaring it unsigned makes the type checker
+                     * demand that cast: one (int<32>), lowered by p4c to two_comp_mod. */
+                    bit<32> current;
                     for (bit<32> i = 0; i < OLAF_V; i = i + 1) {
                         reg_values.read(current, base + i);
-                        reg_values.write(base + i, ((int<32>)((bit<32>)current)) |+| hdr.values[i].value);
+                        reg_values.write(base + i, (bit<32>)(((int<32>)current) |+| hdr.values[i].value));
                     }
                 }
                 if (append) {
@@ -244,9 +242,11 @@ control OlafIngress(inout headers_t hdr,
                     reg_slot_gen_time_us.read(hdr.olaf.gen_time_us, s32);
                     reg_slot_contributors.read(hdr.olaf.contributors, s32);
                     hdr.olaf.num_values = OLAF_V8;
+                    bit<32> cell;
                     for (bit<32> i = 0; i < OLAF_V; i = i + 1) {
                         hdr.values[i].setValid();
-                        reg_values.read(hdr.values[i].value, base + i);
+                        reg_values.read(cell, base + i);
+                        hdr.values[i].value = (int<32>)cell;
                     }
 
                     bit<32> index_key = ((bit<32>)hdr.olaf.cluster_id << OLAF_BLOCK_SHIFT)

@@ -2,7 +2,16 @@
  *
  * Slot s of the ring holds its metadata at index s of each reg_slot_* register and
  * its values at reg_values[(s << OLAF_V_SHIFT) + i]. reg_index[cluster << 10 | block]
- * holds 1 + the newest slot queued for that key, or 0 when none is. */
+ * holds 1 + the newest slot queued for that key, or 0 when none is.
+ *
+ * bmv2 keeps every register cell as an unsigned number (behavioral-model
+ * Register::export_bytes masks) and register_read hands that number to the destination
+ * unchanged, so a register<int<32>> read yields e.g. 4294967295 for -1. reg_values,
+ * which feeds signed arithmetic (|+|), is therefore bit<32>: the type checker forces
+ * the one (int<32>) cast that makes a cell signed. reg_slot_reward stays int<32> (its
+ * P4Runtime type is the header field's): every read of it is either deparsed (bytes
+ * are right) or cast to bit<32> at once for the order-preserving key, so its number
+ * is never used as a signed one. */
 
     register<bit<16>>(1) reg_occupied;
     register<bit<16>>(1) reg_read_ptr;
@@ -21,4 +30,4 @@
     register<bit<32>>(OLAF_CAPACITY) reg_slot_gen_time_us;
     register<bit<32>>(OLAF_CAPACITY) reg_slot_contributors;
 
-    register<int<32>>(OLAF_VALUE_SLOTS) reg_values;
+    register<bit<32>>(OLAF_VALUE_SLOTS) reg_values;

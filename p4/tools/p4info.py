@@ -230,7 +230,7 @@ PROGRAM = Program(
         Register(ING + "reg_slot_reward", CAPACITY, 32, signed=True),
         Register(ING + "reg_slot_gen_time_us", CAPACITY, 32),
         Register(ING + "reg_slot_contributors", CAPACITY, 32),
-        Register(ING + "reg_values", VALUE_SLOTS, 32, signed=True),
+        Register(ING + "reg_values", VALUE_SLOTS, 32),
     ),
 )
 

@@ -717,6 +717,8 @@ class Switch:
         self.consts: dict[str, Val] = {"PORT_METADATA_SIZE": Val(64, T(32))}
         for name, expr in self.program.consts.items():
             self.consts[name] = self.eval(expr, {})
+        # Cells as the target holds them: a v1model cell is bmv2's unsigned number of its
+        # bits (an int<32> -1 is 4294967295); a TNA cell is a number of the Register's T.
         self.registers: dict[str, list[int]] = {}
         self.register_types: dict[str, T] = {}
         self.index_types: dict[str, T] = {}
@@ -992,10 +994,9 @@ class Switch:
                 index = self.v1model_index(self.eval(args[1], env), key)
                 if index >= len(cells):
                     raise P4SimError(f"{key}[{index}] out of bounds")
-                # behavioral-model src/bm_sim/stateful.cpp: Register::export_bytes masks,
-                # so register_read hands the field the unsigned number.
-                raw = cells[index] & ((1 << t.width) - 1) if t.width else cells[index]
-                self.assign(args[0], Val(raw, t), env)
+                # targets/simple_switch/primitives.cpp: register_read is dst.set(cell),
+                # the cell's unsigned number (see write), whatever the register's T.
+                self.assign(args[0], Val(cells[index], t), env)
                 return
             if method == "write":
                 index = self.v1model_index(self.eval(args[0], env), key)
@@ -1003,7 +1004,10 @@ class Switch:
                     raise P4SimError(f"{key}[{index}] out of bounds")
                 value = self.eval(args[1], env)
                 self.check_type(value, t)
-                cells[index] = t.norm(self.as_int(value))
+                # behavioral-model src/bm_sim/stateful.cpp: Register::export_bytes masks,
+                # so a cell holds the unsigned number of its bits, also for int<W>.
+                assert t.width is not None
+                cells[index] = self.as_int(value) & ((1 << t.width) - 1)
                 return
         if kind == "counter" and method == "count":
             index = self.v1model_index(self.eval(args[0], env), key)
