@@ -870,8 +870,12 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
                 if schema.has(REG_SLOT_PREFIX + "seq") else cfg.capacity
             stride = max(1, reg.size // p4_slots)
             cells = [0] * reg.size
+            # olaf.p4 declares it register<bit<32>> (bmv2 holds cells unsigned anyway), so
+            # an int32 value reads as the unsigned number of its bits; an int<W> register
+            # (older p4info) gets the signed value.
+            mask = 0 if reg.signed else (1 << reg.bitwidth) - 1
             for s in range(min(cfg.capacity, p4_slots)):
-                row = q.values[s, :min(cfg.values, stride)].tolist()
+                row = [v & mask if mask else v for v in q.values[s, :min(cfg.values, stride)].tolist()]
                 cells[s * stride:s * stride + len(row)] = row
         elif reg.name == REG_INDEX:
             # P4: reg_index[cluster << 10 | block] = 1 + slot, 0 for none.
