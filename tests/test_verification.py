@@ -6,12 +6,13 @@ from __future__ import annotations
 import copy
 import json
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 
 from verification.cli import main
 from verification.config import ConfigError, Deployment
-from verification.model import Options, build_model, check_property, forced_window
+from verification.model import CheckResult, Options, build_model, check_property, forced_window
 from verification.replay import replay
 from worker_transport.policy import Feedback, OlafPolicy
 
@@ -36,7 +37,7 @@ ANY_REWARDS = Deployment(workers=4, clusters=2, capacity=2, horizon=7, warmup=2,
 """Rewards unknown: low-reward updates are dropped or replaced (DESIGN.md §3 rule 3)."""
 
 
-def check(dep: Deployment, prop: str, engine: str = "auto"):  # noqa: ANN201
+def check(dep: Deployment, prop: str, engine: str = "auto") -> CheckResult:
     return check_property(dep, prop, timeout_s=240, options=Options(engine=engine))
 
 
@@ -171,7 +172,7 @@ def test_impossible_configurations(kwargs: dict, words: str) -> None:
         Deployment(**kwargs)
 
 
-def test_cli_exit_codes_and_json(capsys: pytest.CaptureFixture[str], tmp_path) -> None:  # noqa: ANN001
+def test_cli_exit_codes_and_json(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     small = ["--workers", "4", "--horizon", "8", "--warmup", "3"]
     assert main(small) == 0
     out = capsys.readouterr().out

@@ -389,7 +389,8 @@ class AomModel:
             ))
         self.pos = new
 
-    def _olaf_message(self, t, j, ev, is_w, pop, can_enq, choice, received, step):  # noqa: ANN001, ANN202
+    def _olaf_message(self, t: int, j: int, ev: Any, is_w: list[Any], pop: Any, can_enq: Any,
+                      choice: Any, received: list[list[Any]], step: _Step) -> tuple[Any, Any]:
         dep = self.dep
         code = z3.If(ev == self.PULL, z3.If(pop, _code(CODE_DATA), _code(CODE_EMPTY)), _code(CODE_IDLE))
         enq_any = []
@@ -442,7 +443,8 @@ class AomModel:
         step.own = z3.Or(owns)
         return code, any_enq
 
-    def _fifo_message(self, t, j, ev, is_w, pop, can_enq, received, step):  # noqa: ANN001, ANN202
+    def _fifo_message(self, t: int, j: int, ev: Any, is_w: list[Any], pop: Any, can_enq: Any,
+                      received: list[list[Any]], step: _Step) -> tuple[Any, Any]:
         dep = self.dep
         is_send = z3.ULT(ev, self.PULL)
         enq = z3.And(is_send, can_enq)
