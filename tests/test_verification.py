@@ -128,7 +128,7 @@ def test_replay_catches_a_drifted_trace() -> None:
 def test_encodings_agree(dep: Deployment) -> None:
     """counting, segments and explicit encode the same behaviours: same verdicts."""
     engines = ["explicit"]
-    if build_model(dep, "fairness").__class__.__name__ != "AomModel":
+    if build_model(dep, "fairness").ENGINE == "segments":
         engines += ["segments", "counting"]
     for prop in ("fairness", "responsiveness"):
         verdicts = {e: check(dep, prop, e).status for e in engines}
@@ -185,6 +185,7 @@ def test_cli_exit_codes_and_json(capsys: pytest.CaptureFixture[str], tmp_path: P
     assert doc["exit_code"] == 1
     (res,) = doc["results"]
     assert res["status"] == "VIOLATED" and res["replay"]["reproduced"]
+    assert res["engine"] == "explicit"
     cex = res["counterexample"]
     assert cex["slots"][-1]["slot"] == cex["violation_slot"]
     assert {"kind", "occupied"} <= set(cex["slots"][0]["events"][0])

@@ -175,7 +175,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
     print(f"deployment: {describe(dep)}")
     for result, entry in results:
-        print(f"{result.prop:<15} {result.status:<9} ({result.seconds:.1f} s) {result.reason}")
+        print(f"{result.prop:<15} {result.status:<9} ({result.seconds:.1f} s, {result.engine}) "
+              f"{result.reason}")
         if result.trace is not None:
             print(result.trace.table())
             if "replay_summary" in entry:

@@ -34,6 +34,8 @@ from verification.trace import Trace
 class CountingModel(AomModel):
     """Per-cluster class counts instead of per-worker state (see module doc)."""
 
+    ENGINE = "counting"
+
     def __init__(self, dep: Deployment, prop: str, options: Options | None = None,
                  aom_cap: int | None = None) -> None:
         if dep.mode != "olaf" or dep.rewards != "merge" or dep.aliasing:

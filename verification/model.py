@@ -127,11 +127,14 @@ class CheckResult:
     trace: Trace | None = None
     reason: str = ""
     """UNKNOWN: why (timeout, solver's reason); VERIFIED/VIOLATED: a one-line summary."""
+    engine: str = ""
+    """The encoding that produced the verdict."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "property": self.prop,
             "status": self.status,
+            "engine": self.engine,
             "seconds": round(self.seconds, 3),
             "size": self.size,
             "reason": self.reason,
@@ -157,6 +160,8 @@ class _Step:
 
 class AomModel:
     """The unrolled transition system for one deployment and one property."""
+
+    ENGINE = "explicit"
 
     def __init__(self, dep: Deployment, prop: str, options: Options | None = None,
                  aom_cap: int | None = None) -> None:
@@ -651,6 +656,7 @@ def check_property(dep: Deployment, prop: str, timeout_s: float | None = None,
         cap *= 2
     result.seconds = time.monotonic() - start
     result.size["aom_cap"] = model.aom_cap
+    result.engine = model.ENGINE
     if result.trace is not None and dep.rewards == "any":
         from verification.replay import realize_rewards
 

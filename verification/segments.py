@@ -39,6 +39,8 @@ from worker_transport.protocol import Outcome
 class SegmentModel(AomModel):
     """``AomModel`` with the per-slot order abstracted to segments (see module doc)."""
 
+    ENGINE = "segments"
+
     def __init__(self, dep: Deployment, prop: str, options: Options | None = None,
                  aom_cap: int | None = None) -> None:
         if dep.mode != "olaf" or dep.rewards != "merge":
