@@ -429,3 +429,47 @@ def test_tna_uses_the_contract_names(tna: P4Source) -> None:
         "reg_index",
     ):
         assert re.search(r"\)\s*" + name + r"\s*;", tna.text), name
+
+
+def signed_register_misuses(text: str) -> list[str]:
+    """Uses of an int<W> register's read-back that bmv2 gets wrong.
+
+    bmv2 holds a register cell as the unsigned number of its bits and register_read hands
+    that number over, so a local read from a register<int<W>> must only be cast to
+    bit<W> (p4c: & mask), never compared or added as it is. Registers whose values feed
+    signed arithmetic are declared bit<W> instead and re-signed by one cast.
+    """
+    problems = []
+    for width, reg in re.findall(r"\bregister<\s*int<(\d+)>\s*>\s*\([^)]*\)\s*(\w+)\s*;", text):
+        allowed = (rf"\(bit<{width}>\)\s*$", rf"\bint<{width}>\s+$", r"\.read\(\s*$")
+        for target in set(re.findall(rf"\b{reg}\.read\(\s*([\w.\[\]]+)\s*,", text)):
+            if "." in target:
+                continue  # a header field: deparsed as bytes, which are right
+            for use in re.finditer(rf"(?<![\w.]){target}\b", text):
+                before = text[max(0, use.start() - 40) : use.start()]
+                if not any(re.search(pattern, before) for pattern in allowed):
+                    problems.append(f"{reg} read into {target}, used without a (bit<{width}>) cast")
+                    break
+    return problems
+
+
+def test_signed_register_reads_are_only_used_unsigned(v1model: P4Source) -> None:
+    assert signed_register_misuses(v1model.text) == []
+    # The value register feeds |+|, so it is unsigned and re-signed once per read.
+    assert re.search(r"\bregister<\s*bit<32>\s*>\s*\(\s*OLAF_VALUE_SLOTS\s*\)\s*reg_values\s*;", v1model.text)
+
+
+def test_signed_register_check_finds_a_raw_use(v1model: P4Source) -> None:
+    keyed = "((bit<32>)hdr.olaf.reward ^ 32w0x80000000) > ((bit<32>)reward ^ 32w0x80000000)"
+    assert v1model.text.count(keyed) == 1
+    mutated = v1model.text.replace(keyed, "hdr.olaf.reward > reward")
+    expected = "reg_slot_reward read into reward, used without a (bit<32>) cast"
+    assert signed_register_misuses(mutated) == [expected]
+    # The value register as it was before it became bit<32>: read and added as int<32>.
+    old = (
+        v1model.text.replace("register<bit<32>>(OLAF_VALUE_SLOTS) reg_values;",
+                             "register<int<32>>(OLAF_VALUE_SLOTS) reg_values;")
+        .replace("bit<32> current;", "int<32> current;")
+        .replace("(bit<32>)(((int<32>)current) |+| hdr.values[i].value)", "current |+| hdr.values[i].value")
+    )
+    assert "reg_values read into current, used without a (bit<32>) cast" in signed_register_misuses(old)
