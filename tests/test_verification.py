@@ -32,6 +32,9 @@ SMALL_RING = Deployment(workers=4, clusters=4, capacity=2, horizon=7, warmup=2,
 HALF_RATE = Deployment(workers=4, clusters=2, pull_rate=Fraction(1, 2), horizon=9, warmup=3,
                        aom_bound=2)
 """One PULL every other slot: slots without a PULL, AoM 2 is not enough."""
+ALIASED = Deployment(workers=34, clusters=1, horizon=6, warmup=2,
+                     fairness_threshold=Fraction(1, 4))
+"""34 workers in one cluster: contributor bits of w0/w32 and w1/w33 alias (DESIGN.md §5)."""
 ANY_REWARDS = Deployment(workers=4, clusters=2, capacity=2, horizon=7, warmup=2,
                          rewards="any", aom_bound=2)
 """Rewards unknown: low-reward updates are dropped or replaced (DESIGN.md §3 rule 3)."""
@@ -58,9 +61,10 @@ def test_fair_deployment_verifies(prop: str) -> None:
         (SMALL_RING, "responsiveness"),
         (ANY_REWARDS, "responsiveness"),
         (HALF_RATE, "responsiveness"),
+        (ALIASED, "fairness"),
     ],
     ids=["fifo-fair", "fifo-resp", "olaf-tight", "ring-fair", "ring-resp", "any-rewards",
-         "half-rate"],
+         "half-rate", "aliased"],
 )
 def test_counterexample_is_a_real_queue_behaviour(dep: Deployment, prop: str) -> None:
     result = check(dep, prop)
