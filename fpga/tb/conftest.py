@@ -6,20 +6,20 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from harness import build, simulator_available
+from harness import V, build, simulator_available
 
 
 @pytest.fixture(scope="session")
-def dut_build() -> Callable[[str, int], Path]:
-    """``dut_build(simulator, width)`` builds the DUT once and returns its build dir."""
-    built: dict[tuple[str, int], Path] = {}
+def dut_build() -> Callable[..., Path]:
+    """``dut_build(simulator, width[, values])`` builds the DUT once, returns its build dir."""
+    built: dict[tuple[str, int, int], Path] = {}
 
-    def get(simulator: str, width: int) -> Path:
+    def get(simulator: str, width: int, values: int = V) -> Path:
         if not simulator_available(simulator):
             pytest.skip(f"{simulator} is not installed")
-        key = (simulator, width)
+        key = (simulator, width, values)
         if key not in built:
-            built[key] = build(simulator, width)
+            built[key] = build(simulator, width, values)
         return built[key]
 
     return get

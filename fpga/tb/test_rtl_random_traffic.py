@@ -23,6 +23,7 @@ from harness import (
     random_pauses,
     random_traffic,
     run,
+    tb_values,
 )
 
 from dataplane.queue import QueueConfig
@@ -47,8 +48,9 @@ CHUNKS = [
 async def random_traffic_scoreboard(dut) -> None:  # noqa: ANN001 - cocotb handle
     messages = int(os.environ.get("OLAF_TB_MESSAGES", "10000"))
     rng = random.Random(int(os.environ.get("OLAF_TB_SEED", "20300")))
+    values = tb_values()
     bench = QueueBench(dut)
-    await bench.reset(QueueConfig(capacity=16, max_clusters=16, max_blocks=1024))
+    await bench.reset(QueueConfig(capacity=16, values=values))
     per_chunk = max(1, messages // len(CHUNKS))
     for mode, threshold, congestion, source_busy, sink_busy in CHUNKS:
         # The DUT is idle between chunks (exchange() waits for every response).
@@ -60,7 +62,7 @@ async def random_traffic_scoreboard(dut) -> None:  # noqa: ANN001 - cocotb handl
         dut.cfg_congestion_threshold.value = congestion
         bench.source.set_pause_generator(random_pauses(rng, source_busy))
         bench.sink.set_pause_generator(random_pauses(rng, sink_busy))
-        await bench.exchange(list(random_traffic(rng, per_chunk)))
+        await bench.exchange(list(random_traffic(rng, per_chunk, values=values)))
     await bench.check_state()
     dut._log.info("coverage over %d responses: %s", bench.compared, dict(bench.coverage))
     # Functional coverage: every ACK outcome, DATA and EMPTY were seen and compared.
@@ -69,11 +71,19 @@ async def random_traffic_scoreboard(dut) -> None:  # noqa: ANN001 - cocotb handl
 
 
 @pytest.mark.parametrize("simulator", SIMULATORS)
-@pytest.mark.parametrize("width", [512, 64])
+@pytest.mark.parametrize(
+    ("width", "values", "messages"),
+    [
+        (512, 64, 10_000),
+        # 8x the beats per message: a shorter run.
+        (64, 64, 1_000),
+        # The largest V the 8-bit num_values allows: 17-beat UPDATEs, a partial last beat.
+        (512, 255, 500),
+    ],
+)
 def test_rtl_random_traffic(
-    dut_build: Callable[[str, int], Path], simulator: str, width: int
+    dut_build: Callable[..., Path], simulator: str, width: int, values: int, messages: int
 ) -> None:
-    dut_build(simulator, width)
-    # Full length at 512 bits; the 64-bit build (8x the beats) gets a shorter run.
-    messages = 10_000 if width == 512 else 1_000
-    run(simulator, width, "test_rtl_random_traffic", extra_env={"OLAF_TB_MESSAGES": str(messages)})
+    dut_build(simulator, width, values)
+    run(simulator, width, "test_rtl_random_traffic", values=values,
+        extra_env={"OLAF_TB_MESSAGES": str(messages)})

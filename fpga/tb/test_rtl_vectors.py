@@ -58,7 +58,7 @@ async def replay_vectors(dut) -> None:  # noqa: ANN001 - cocotb handle
 
 @pytest.mark.parametrize("simulator", SIMULATORS)
 @pytest.mark.parametrize("width", [512, 64])
-def test_rtl_vectors(dut_build: Callable[[str, int], Path], simulator: str, width: int) -> None:
+def test_rtl_vectors(dut_build: Callable[..., Path], simulator: str, width: int) -> None:
     dut_build(simulator, width)
     # The 64-bit build needs 8x the beats; one gapless pass keeps CI short, while the
     # 512-bit build also replays every file under random backpressure.
