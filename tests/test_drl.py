@@ -198,3 +198,51 @@ def test_controller_loop_sets_fraction_of_mean_reward_with_floor_on_embedded_swi
     loop.feed(rewards.snapshot())
     assert loop.step().threshold == 1.0  # 0.15 is below the floor
     assert queue.threshold == 2**FRAC
+
+
+class _CaptureTransport:
+    """A Transport that keeps what is sent and never receives (no network)."""
+
+    def __init__(self) -> None:
+        self.sent: list[bytes] = []
+
+    def send(self, packets: np.ndarray) -> int:
+        self.sent.extend(bytes(row) for row in np.asarray(packets))
+        return len(packets)
+
+    def recv(self, timeout: float | None, max_count: int = 4096) -> list[bytes]:
+        return []
+
+    def close(self) -> None:
+        pass
+
+
+def test_worker_gradient_through_sender_and_queue_is_within_resolution() -> None:
+    """The path ``olaf run`` uses: RolloutWorker -> Sender -> OlafQueue -> PS averaging."""
+    from worker_transport.policy import AlwaysSend
+    from worker_transport.sender import Sender
+
+    worker, flat = _worker_gradient(seed=2)
+    worker.close()
+    transport = _CaptureTransport()
+    sender = Sender(transport, cluster_id=0, worker_id=5, values=V, frac_bits=FRAC,
+                    policy=AlwaysSend(), ack_thread=False)
+    assert sender.send_gradient(flat, reward=-12.25, model_version=9)
+    sender.close()
+    updates = decode(transport.sent, V)
+    n = len(updates)
+    assert n == -(-len(flat) // V)
+    assert (updates.headers["model_version"] == 9).all()
+    assert (updates.headers["reward"] == -12.25 * 2**FRAC).all()
+    queue = OlafQueue(QueueConfig(capacity=n, values=V, max_blocks=n))
+    acks, _, _ = queue.process(updates)
+    assert (acks.headers["outcome"] == Outcome.ENQUEUED).all()
+    data, _, _ = queue.process(decode(encode(_pulls(n, V)), V))
+    ps = ParameterServer(np.zeros(len(flat), np.float32), A2CConfig(), V)
+    restored = np.zeros(ps.num_blocks * V, np.float32)
+    for i in range(n):
+        block = int(data.headers["block_id"][i])
+        restored[block * V : (block + 1) * V] = averaged_block(
+            data.values[i], int(data.headers["agg_count"][i]), FRAC)
+    assert np.abs(restored[: len(flat)] - flat).max() <= resolution(FRAC) / 2
+    assert not restored[len(flat) :].any()  # the last block's padding is zero
