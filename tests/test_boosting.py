@@ -233,3 +233,20 @@ def test_policy_modules_import_without_torch() -> None:
     code = ("import sys, olaf.drl.boosting, olaf.drl.staleness; "
             "sys.exit('torch' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+def test_curvature_probe_runs_when_due_on_its_recent_trajectories() -> None:
+    from olaf.drl.boosting import CurvatureProbe
+    from olaf.drl.model import build_model
+
+    probe = CurvatureProbe(BoostConfig(lanczos_iterations=8, sample_transitions=64), 0.5,
+                           seed=0, now=10.0)
+    assert not probe.due(11.0)  # nothing to estimate on yet
+    b = _batch(32, 4, 2)
+    probe.add(b.obs, b.actions, b.advantages)
+    assert not probe.due(10.4) and probe.due(10.5)
+    lmax, lmin, wall_s, cpu_s = probe.run(build_model("CartPole-v1", 32, 0).policy, 10.5)
+    assert lmin < 0 < lmax and wall_s > 0 and cpu_s >= 0
+    assert not probe.due(10.9) and probe.due(11.0)
+    with pytest.raises(ValueError):
+        CurvatureProbe(BoostConfig(), 0.0, seed=0, now=0.0)

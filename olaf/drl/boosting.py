@@ -238,6 +238,57 @@ def policy_loss(policy: torch.nn.Module, batch: Trajectories) -> torch.Tensor:
     return -(logp * adv).mean()
 
 
+def estimate_curvature(policy: torch.nn.Module, batch: Trajectories, config: BoostConfig,
+                       generator: torch.Generator | None = None) -> tuple[float, float]:
+    """(lambda_max, lambda_min) of ``policy_loss(policy, batch)`` by stochastic Lanczos."""
+    params = [p for p in policy.parameters() if p.requires_grad]
+    hvp = hessian_vector_product(policy_loss(policy, batch), params)
+    dim = sum(p.numel() for p in params)
+    return extreme_eigenvalues(hvp, dim, iterations=config.lanczos_iterations,
+                               probes=config.probes, generator=generator)
+
+
+class CurvatureProbe:
+    """The detector where the trajectories are: in a worker process, every ``period`` s.
+
+    The parameter server's process also runs the switch and the receiver threads; there,
+    every autograd call hands the GIL to a busy thread and one Lanczos run takes tens of
+    times longer than alone. A worker process has the recent trajectories at hand, so
+    it estimates the curvature between rollouts and reports the two eigenvalues; the
+    scheduler (``BoostScheduler.record``) decides at the PS.
+    """
+
+    def __init__(self, config: BoostConfig, period: float, seed: int, now: float) -> None:
+        import torch
+
+        if period <= 0:
+            raise ValueError("period must be > 0 s")
+        self.config = config
+        self.period = period
+        self.buffer = TrajectoryBuffer(4 * config.sample_transitions)
+        self._next = now + period
+        self._rng = np.random.default_rng(seed)
+        self._generator = torch.Generator().manual_seed(seed)
+
+    def add(self, obs: np.ndarray, actions: np.ndarray, advantages: np.ndarray) -> None:
+        self.buffer.add(Trajectories(obs, actions, advantages))
+
+    def due(self, now: float) -> bool:
+        return now >= self._next and len(self.buffer) >= 2
+
+    def run(self, policy: torch.nn.Module, now: float) -> tuple[float, float, float, float]:
+        """(lambda_max, lambda_min, wall seconds, CPU seconds) on a sample of the buffer.
+
+        Both times are kept: on a loaded machine the wall time is mostly waiting for a
+        core, the thread's CPU time is what the detector itself costs.
+        """
+        began, began_cpu = time.perf_counter(), time.thread_time()
+        batch = self.buffer.sample(self.config.sample_transitions, self._rng)
+        lmax, lmin = estimate_curvature(policy, batch, self.config, self._generator)
+        self._next = now + self.period
+        return lmax, lmin, time.perf_counter() - began, time.thread_time() - began_cpu
+
+
 # -- score, workers, cost --------------------------------------------------------------
 
 
@@ -341,6 +392,8 @@ class BoostRound:
     """Seconds the curvature estimate took."""
     round_s: float
     """Seconds since the previous round (or since the scheduler started)."""
+    detector_cpu_s: float = 0.0
+    """CPU seconds of the curvature estimate, where measured."""
 
 
 @dataclass
@@ -374,23 +427,19 @@ class BoostScheduler:
 
     def estimate(self, policy: torch.nn.Module, batch: Trajectories) -> tuple[float, float]:
         """(lambda_max, lambda_min) of the policy loss of ``policy`` on ``batch``."""
-        params = [p for p in policy.parameters() if p.requires_grad]
-        hvp = hessian_vector_product(policy_loss(policy, batch), params)
-        dim = sum(p.numel() for p in params)
-        return extreme_eigenvalues(hvp, dim, iterations=self.config.lanczos_iterations,
-                                   probes=self.config.probes, generator=self._generator)
+        return estimate_curvature(policy, batch, self.config, self._generator)
 
     def step(self, policy: torch.nn.Module, buffer: TrajectoryBuffer,
              now: float | None = None) -> BoostRound:
         """One round: curvature of ``policy`` on a sample of ``buffer``, score, workers."""
-        began = time.perf_counter()
+        began, began_cpu = time.perf_counter(), time.thread_time()
         batch = buffer.sample(self.config.sample_transitions, self._rng)
         lmax, lmin = self.estimate(policy, batch)
-        detector_s = time.perf_counter() - began
-        return self.record(lmax, lmin, detector_s, now)
+        return self.record(lmax, lmin, time.perf_counter() - began, now,
+                           detector_cpu_s=time.thread_time() - began_cpu)
 
     def record(self, lambda_max: float, lambda_min: float, detector_s: float = 0.0,
-               now: float | None = None) -> BoostRound:
+               now: float | None = None, *, detector_cpu_s: float = 0.0) -> BoostRound:
         """Score a round from given eigenvalues and move the worker count."""
         now = self.clock() if now is None else now
         ratio = curvature_ratio(lambda_max, lambda_min, self.config.ratio_cap)
@@ -400,7 +449,7 @@ class BoostScheduler:
         workers = active_workers(score, self.config.min_workers, self.max_workers)
         self.meter.set(workers, now)
         row = BoostRound(k, now, lambda_max, lambda_min, ratio, score, workers, detector_s,
-                         max(now - self._last, 0.0))
+                         max(now - self._last, 0.0), detector_cpu_s)
         self._last = now
         self.rounds.append(row)
         return row
@@ -429,6 +478,8 @@ class BoostScheduler:
             "detector_overhead_share": self.overhead_share,
             "detector_mean_ms": (1e3 * float(np.mean([r.detector_s for r in self.rounds]))
                                  if self.rounds else math.nan),
+            "detector_mean_cpu_ms": (1e3 * float(np.mean([r.detector_cpu_s for r in self.rounds]))
+                                     if self.rounds else math.nan),
             "ratio_last": self.rounds[-1].ratio if self.rounds else math.nan,
             "score_last": self.rounds[-1].score if self.rounds else math.nan,
         }
