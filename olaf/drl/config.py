@@ -9,7 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from olaf.drl.boosting import BoostConfig
+from olaf.drl.staleness import StalenessConfig
 from worker_transport.protocol import DEFAULT_FRAC_BITS, MAX_VALUES_P4
+
+AGGREGATIONS = ("plain", "staleness-aware")
+SCALINGS = ("fixed", "boost")
 
 
 @dataclass(frozen=True)
@@ -101,9 +106,27 @@ class RunConfig:
     """Seeds torch, numpy, the environments and the senders' P_s draws."""
     learner: A2CConfig = field(default_factory=A2CConfig)
     """Learner hyperparameters."""
+    aggregation: str = "plain"
+    """PS policy: ``plain`` applies each DATA block as it arrives; ``staleness-aware``
+    holds and weights blocks by staleness (olaf.drl.staleness) and makes workers use the
+    truncated importance-sampled policy loss."""
+    staleness: StalenessConfig = field(default_factory=StalenessConfig)
+    """Parameters of the staleness-aware policy."""
+    scaling: str = "fixed"
+    """Worker policy: ``fixed`` keeps every worker active; ``boost`` activates as many as
+    the boosting detector asks for (olaf.drl.boosting)."""
+    boost: BoostConfig = field(default_factory=BoostConfig)
+    """Parameters of boosting detection and worker scaling."""
+    boost_period: float = 1.0
+    """Seconds between rounds of the boosting detector."""
 
     def __post_init__(self) -> None:
         checks = [
+            (self.aggregation in AGGREGATIONS, f"aggregation must be one of {AGGREGATIONS}"),
+            (self.scaling in SCALINGS, f"scaling must be one of {SCALINGS}"),
+            (self.boost_period > 0, "boost_period must be > 0"),
+            (self.scaling != "boost" or self.boost.min_workers <= self.workers,
+             "min_workers must be <= workers"),
             (self.workers >= 1, "workers must be >= 1"),
             (self.processes >= 0, "processes must be >= 0"),
             (self.mode in ("olaf", "fifo"), "mode must be 'olaf' or 'fifo'"),
