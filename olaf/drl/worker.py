@@ -14,6 +14,7 @@ caller's job. It never steps an optimizer: only the parameter server does.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import gymnasium as gym
@@ -22,6 +23,7 @@ import torch
 
 from olaf.drl.config import A2CConfig
 from olaf.drl.model import ActorCritic, env_dimensions
+from olaf.drl.truncation import truncated_policy_loss
 
 
 @dataclass
@@ -67,6 +69,13 @@ class RolloutWorker:
         self.episode_length = 0
         self.recent_returns: deque[float] = deque(maxlen=config.reward_window)
         self.total_steps = 0
+        self.refresh: Callable[[int], tuple[np.ndarray, int] | None] | None = None
+        """Staleness-aware mode: newer weights than the given version, or None; taken
+        between acting and computing the loss."""
+        self.rho: float | None = None
+        """Staleness-aware mode: truncation rho of the importance-weighted policy loss."""
+        self.last_rollout: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        """(observations, actions, advantages) of the latest rollout (boosting detector)."""
 
     def close(self) -> None:
         self.env.close()
@@ -90,6 +99,7 @@ class RolloutWorker:
         terminal = np.zeros(n, np.float32)
         episodes: list[Episode] = []
         bootstrap_obs: dict[int, np.ndarray] = {}
+        behaviour = np.zeros(n, np.float32)
         for t in range(n):
             obs[t] = self.obs
             with torch.no_grad():
@@ -97,6 +107,8 @@ class RolloutWorker:
                 action = int(
                     torch.multinomial(torch.softmax(logits, -1), 1, generator=self._generator)
                 )
+            if self.rho is not None:
+                behaviour[t] = float(torch.log_softmax(logits, -1)[action])
             next_obs, reward, terminated, truncated, _ = self.env.step(action)
             actions[t] = action
             rewards[t] = reward
@@ -113,6 +125,10 @@ class RolloutWorker:
                 next_obs, _ = self.env.reset()
             self.obs = np.asarray(next_obs, np.float32)
         self.total_steps += n
+        if self.refresh is not None:
+            fresh = self.refresh(self.model_version)
+            if fresh is not None:
+                self.load_weights(*fresh)
 
         self.model.zero_grad(set_to_none=True)
         logits, values = self.model(torch.from_numpy(obs))
@@ -127,12 +143,17 @@ class RolloutWorker:
         adv = torch.from_numpy(advantages)
         returns = adv + values.detach()
         dist = torch.distributions.Categorical(logits=logits)
-        policy_loss = -(dist.log_prob(torch.from_numpy(actions)) * adv).mean()
+        logp = dist.log_prob(torch.from_numpy(actions))
+        if self.rho is None:
+            policy_loss = -(logp * adv).mean()
+        else:
+            policy_loss = truncated_policy_loss(logp, torch.from_numpy(behaviour), adv, rho=self.rho)
         value_loss = (returns - values).pow(2).mean()
         entropy = dist.entropy().mean()
         loss = policy_loss + cfg.value_coef * value_loss - cfg.entropy_coef * entropy
         loss.backward()
         norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm))
+        self.last_rollout = (obs, actions, advantages)
         return Gradient(
             flat=self.model.flat_gradient(),
             norm=norm,
