@@ -100,6 +100,8 @@ class RunResult:
     weight_board: str = ""
     """Name of the shared-memory segment (removed at the end of the run)."""
     worker_pids: list[int] = field(default_factory=list)
+    policies: dict[str, Any] = field(default_factory=dict)
+    """Aggregation and worker-scaling figures (``RunPolicies.stats``)."""
 
     def summary(self) -> dict[str, Any]:
         cfg = self.config
@@ -144,6 +146,7 @@ class RunResult:
             "num_parameters": self.num_parameters,
             "blocks_per_gradient": self.num_blocks,
             "outcomes": self.switch.get("outcomes", {}),
+            **self.policies,
         }
 
 
@@ -165,8 +168,14 @@ def _worker_main(
     events: Any,
     go: Any,
     stop: Any,
+    active: Any = None,
 ) -> None:
     """Entry point of one worker process: several logical workers, round-robin.
+
+    ``active`` (boost scaling) holds one flag per logical worker: an inactive worker is
+    skipped, and a process with none active idles. With boost scaling the process that
+    hosts worker 0 also runs the curvature probe every ``boost_period`` and reports
+    ``("curvature", pid, lambda_max, lambda_min, wall s, CPU s)``.
 
     Reports ``("ready", pid)`` once its workers are built, waits for ``go``, then sends
     ``("progress", pid, steps, episodes, sent, skipped)`` every ``PROGRESS_PERIOD`` and
@@ -174,6 +183,7 @@ def _worker_main(
     """
     import torch
 
+    from olaf.drl.model import build_model
     from olaf.drl.weights import WeightBoard
     from olaf.drl.worker import RolloutWorker
     from worker_transport.policy import AlwaysSend, OlafPolicy
@@ -191,7 +201,18 @@ def _worker_main(
             sender = Sender(UdpTransport(switch_address), cluster_id=0, worker_id=w,
                             values=cfg.values, frac_bits=cfg.frac_bits, policy=policy,
                             seed=cfg.seed * 1000 + w, ack_thread=False)
-            pool.append((RolloutWorker(cfg.env_id, w, cfg.learner, cfg.seed * 1000 + w), sender))
+            worker = RolloutWorker(cfg.env_id, w, cfg.learner, cfg.seed * 1000 + w)
+            if cfg.aggregation == "staleness-aware":
+                worker.rho = cfg.staleness.rho
+                if cfg.staleness.refresh_before_loss:
+                    worker.refresh = lambda version: board.read(newer_than=version)
+            pool.append((worker, sender))
+        probe, probe_model = None, None
+        if cfg.scaling == "boost" and 0 in worker_ids:
+            from olaf.drl.boosting import CurvatureProbe
+
+            probe = CurvatureProbe(cfg.boost, cfg.boost_period, cfg.seed, time.monotonic())
+            probe_model = build_model(cfg.env_id, cfg.learner.hidden, cfg.seed)
         pid = os.getpid()
         events.put(("ready", pid))
         while not go.wait(0.1):
@@ -201,7 +222,11 @@ def _worker_main(
         steps = 0
         last_report = time.monotonic()
         while not stop.is_set():
+            ran = False
             for worker, sender in pool:
+                if active is not None and not active[worker.worker_id]:
+                    continue
+                ran = True
                 fresh = board.read(newer_than=worker.model_version)
                 if fresh is not None:
                     worker.load_weights(*fresh)
@@ -211,6 +236,13 @@ def _worker_main(
                 now = time.time()
                 episodes.extend((now, worker.worker_id, e.ret, e.length) for e in grad.episodes)
                 steps += grad.steps
+                if probe is not None and worker.last_rollout is not None:
+                    probe.add(*worker.last_rollout)
+            if probe is not None and probe.due(time.monotonic()):
+                probe_model.load_flat_parameters(board.read()[0])
+                events.put(("curvature", pid, *probe.run(probe_model.policy, time.monotonic())))
+            if not ran:
+                stop.wait(0.01)
             if time.monotonic() - last_report >= PROGRESS_PERIOD:
                 stats = [s.stats() for _, s in pool]
                 sent = sum(st["sent_updates"] for st in stats)
@@ -243,6 +275,7 @@ def run_experiment(
     from dataplane.switch import UdpSwitch
     from olaf.drl.controller import RecentRewards, embedded_setter
     from olaf.drl.model import build_model
+    from olaf.drl.policies import RunPolicies
     from olaf.drl.server import ParameterServer
     from olaf.drl.weights import WeightBoard
     from worker_transport.protocol import Mode
@@ -261,6 +294,8 @@ def run_experiment(
     go = ctx.Event()
     stop = ctx.Event()
     procs: list[Any] = []
+    active = ctx.Array("b", [1] * cfg.workers, lock=False) if cfg.scaling == "boost" else None
+    policies = RunPolicies(cfg, ps, active)
     board = WeightBoard(len(ps.params))
     switch = UdpSwitch(OlafQueue(qcfg), "127.0.0.1", 0)
     result.switch_address, result.weight_board = switch.address, board.name
@@ -279,8 +314,8 @@ def run_experiment(
         h = batch.headers
         version = ps.model_version
         t = batch.received_at / 1e6 - t0
-        for i, block_id in enumerate(h["block_id"].tolist()):
-            ps.apply_block(block_id, batch.values[i])
+        policies.apply(h["block_id"].tolist(), batch.values, h["agg_count"].tolist(),
+                       h["model_version"].tolist(), version)
         rewards.extend(batch.rewards.tolist())
         data_log.extend(
             (t, b, a, version - m, r)
@@ -296,7 +331,7 @@ def run_experiment(
             ids = list(range(p, cfg.workers, nproc))
             proc = ctx.Process(target=_worker_main, name=f"olaf-worker-{p}", daemon=True,
                                args=(cfg, ids, switch.address, board.name, len(ps.params),
-                                     events, go, stop))
+                                     events, go, stop, active))
             proc.start()
             procs.append(proc)
             result.worker_pids.append(proc.pid)
@@ -307,10 +342,12 @@ def run_experiment(
                             frac_bits=cfg.frac_bits, pull_rate=cfg.pull_rate, on_batch=on_batch,
                             workers=min(cfg.workers, 32))
         t0 = receiver.aom.start_us / 1e6
+        policies.start(t0)
         receiver.start()
         go.set()
         _main_loop(cfg, result, ps, board, controller, rewards, switch, receiver, events, procs,
-                   progress, t0)
+                   progress, t0, policies)
+        policies.finish(time.time())
     finally:
         stop.set()
         if receiver is not None:
@@ -344,6 +381,7 @@ def run_experiment(
         result.aom_t_ms, result.aom_global_ms = series.t_ms, series.global_ms
         result.update_age_ms = series.ages_ms
     result.model_version, result.blocks_applied = ps.model_version, ps.blocks_applied
+    result.policies = policies.stats([d[3] for d in result.data])
     rolling = _rolling(result.episodes, cfg.target_window)
     if rolling:
         result.initial_return = rolling[0]
@@ -364,9 +402,10 @@ def _main_loop(
     procs: list[Any],
     progress: Callable[[Snapshot], None] | None,
     t0: float,
+    policies: Any,
 ) -> None:
     recent: deque[float] = deque(maxlen=cfg.target_window)
-    counters = {"steps": 0, "sent": {}, "skipped": {}}
+    counters = {"steps": 0, "sent": {}, "skipped": {}, "policies": policies}
     next_publish = next_control = next_sample = time.time()
     while True:
         now = time.time()
@@ -379,6 +418,7 @@ def _main_loop(
         if now >= next_publish:
             board.publish(*ps.snapshot())
             next_publish = now + cfg.broadcast_period
+        policies.tick()
         if now >= next_control:
             controller.feed(rewards.snapshot())
             controller.step()
@@ -438,6 +478,11 @@ def _handle_event(
         return None
     if kind == "final":
         return event[2]
+    if kind == "curvature":
+        if "policies" in counters:
+            _, _, lmax, lmin, wall_s, cpu_s = event
+            counters["policies"].record_curvature(lmax, lmin, wall_s, time.time(), cpu_s)
+        return None
     raise ValueError(f"unknown worker event {kind!r}")
 
 
