@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 
-from olaf.drl.config import A2CConfig, RunConfig
+from olaf.drl.boosting import BoostConfig
+from olaf.drl.config import AGGREGATIONS, SCALINGS, A2CConfig, RunConfig
+from olaf.drl.staleness import StalenessConfig
 
 DEFAULT_TARGETS = {"CartPole-v1": 195.0, "LunarLander-v3": -100.0}
 """Target mean returns ``olaf compare`` uses when none is given: CartPole's classic
@@ -35,6 +37,51 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, duration: float) -> No
                         help=f"Adam learning rate at the PS (default {A2CConfig().learning_rate:g})")
     parser.add_argument("--hidden", type=int, default=A2CConfig().hidden,
                         help=f"hidden layer width (default {A2CConfig().hidden})")
+    add_policy_arguments(parser)
+
+
+def add_policy_arguments(parser: argparse.ArgumentParser) -> None:
+    """The PS aggregation and worker-scaling policies (both off by default)."""
+    s, b, d = StalenessConfig(), BoostConfig(), RunConfig()
+    group = parser.add_argument_group("policies (Stellaris staleness-aware aggregation, "
+                                      "Nitro boosting-driven worker scaling)")
+    group.add_argument("--aggregation", choices=AGGREGATIONS, default=d.aggregation,
+                       help="PS aggregation: plain (apply each DATA block) or staleness-aware "
+                            f"(default {d.aggregation})")
+    group.add_argument("--staleness-decay", type=float, default=s.decay,
+                       help=f"d in beta_k = delta_max * d^k (default {s.decay:g})")
+    group.add_argument("--max-hold", type=float, default=s.max_hold,
+                       help=f"seconds a held block waits at most (default {s.max_hold:g})")
+    group.add_argument("--max-pending", type=int, default=s.max_pending,
+                       help=f"held DATA blocks per parameter block at most (default {s.max_pending})")
+    group.add_argument("--is-rho", type=float, default=s.rho,
+                       help=f"truncation rho of the importance weight (default {s.rho:g})")
+    group.add_argument("--scaling", choices=SCALINGS, default=d.scaling,
+                       help=f"worker scaling: fixed or boost (default {d.scaling})")
+    group.add_argument("--min-workers", type=int, default=b.min_workers,
+                       help=f"I_min of boost scaling (default {b.min_workers}; I_max is --workers)")
+    group.add_argument("--boost-period", type=float, default=d.boost_period,
+                       help=f"seconds between boosting-detector rounds (default {d.boost_period:g})")
+    group.add_argument("--boost-decay", type=float, default=b.decay,
+                       help=f"d in S_k (default {b.decay:g})")
+    group.add_argument("--boost-window", type=int, default=b.window,
+                       help=f"rounds in the sliding window of S_k (default {b.window})")
+    group.add_argument("--lanczos-iterations", type=int, default=b.lanczos_iterations,
+                       help=f"Hessian-vector products per Lanczos probe (default {b.lanczos_iterations})")
+
+
+def policies_from_args(args: argparse.Namespace) -> dict:
+    """RunConfig keyword arguments of the two policies (ValueError on bad values)."""
+    return {
+        "aggregation": args.aggregation,
+        "staleness": StalenessConfig(decay=args.staleness_decay, max_hold=args.max_hold,
+                                     max_pending=args.max_pending, rho=args.is_rho),
+        "scaling": args.scaling,
+        "boost": BoostConfig(window=args.boost_window, decay=args.boost_decay,
+                             min_workers=args.min_workers,
+                             lanczos_iterations=args.lanczos_iterations),
+        "boost_period": args.boost_period,
+    }
 
 
 def config_from_args(args: argparse.Namespace, *, mode: str, seed: int,
@@ -45,7 +92,8 @@ def config_from_args(args: argparse.Namespace, *, mode: str, seed: int,
         return RunConfig(env_id=args.env, workers=args.workers, processes=args.processes,
                          mode=mode, pull_rate=args.pull_rate, capacity=args.capacity,
                          values=args.values, duration=args.duration, target_reward=target,
-                         stop_at_target=stop_at_target, seed=seed, learner=learner)
+                         stop_at_target=stop_at_target, seed=seed, learner=learner,
+                         **policies_from_args(args))
     except ValueError as exc:
         raise SystemExit(f"olaf: error: {exc}") from None
 
