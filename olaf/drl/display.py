@@ -107,6 +107,13 @@ SUMMARY_ROWS = (
     ("mean staleness (versions)", "mean_staleness_versions", 2),
     ("updates sent / skipped", None, 0),
     ("model version", "model_version", 0),
+    ("aggregation", "aggregation", 0),
+    ("staleness p50 / p90 / p99 / max", "staleness_percentiles", 0),
+    ("held blocks", "held_blocks", 0),
+    ("scaling", "scaling", 0),
+    ("worker-seconds", "worker_seconds", 1),
+    ("mean active workers", "mean_active_workers", 2),
+    ("detector overhead (share of round)", "detector_overhead_share", 4),
 )
 
 
@@ -118,6 +125,9 @@ def summary_table(summary: dict[str, Any]) -> Table:
     for label, key, digits in SUMMARY_ROWS:
         if key is None:
             value = f"{summary['updates_sent']:,} / {summary['updates_skipped']:,}"
+        elif key == "staleness_percentiles":
+            value = " / ".join(_fmt(summary.get(f"staleness_{p}"))
+                               for p in ("p50", "p90", "p99", "max"))
         else:
             value = _fmt(summary.get(key), digits)
         table.add_row(label, value)
