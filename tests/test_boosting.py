@@ -250,3 +250,99 @@ def test_curvature_probe_runs_when_due_on_its_recent_trajectories() -> None:
     assert not probe.due(10.9) and probe.due(11.0)
     with pytest.raises(ValueError):
         CurvatureProbe(BoostConfig(), 0.0, seed=0, now=0.0)
+
+
+# -- the runner's side: RunPolicies and a real run -----------------------------------------
+
+
+def test_run_policies_apply_and_scale_without_processes() -> None:
+    from olaf.drl.config import A2CConfig, RunConfig
+    from olaf.drl.policies import RunPolicies
+    from olaf.drl.server import ParameterServer
+
+    v = 8
+    cfg = RunConfig(workers=4, values=v, aggregation="staleness-aware", scaling="boost",
+                    boost=BoostConfig(min_workers=1))
+    ps = ParameterServer(np.zeros(2 * v, np.float32), A2CConfig(), v)
+    flags = [1, 1, 1, 1]
+    policies = RunPolicies(cfg, ps, flags)
+    policies.start(100.0)
+    g = np.full((2, v), 0.1, np.float32)
+    policies.apply([0, 1], g, [1, 2], [0, 0], 0)  # round 0: both applied at once
+    assert ps.blocks_applied == 2
+    assert policies.record_curvature(1.0, -1.0, 0.01, 101.0) == 4  # first round: no spread
+    assert policies.record_curvature(3.0, -1.0, 0.01, 102.0) == 1  # the window's highest R
+    assert flags == [1, 0, 0, 0]
+    policies.finish(104.0)
+    s = policies.stats([0, 0, 1, 3])
+    assert s["aggregation"] == "staleness-aware" and s["scaling"] == "boost"
+    assert (s["staleness_p50"], s["staleness_max"]) == (0, 3)
+    assert s["worker_seconds"] == pytest.approx(4 * 2 + 1 * 2)
+    assert s["workers_over_time"] == [(0.0, 4), (2.0, 1)]
+    assert s["boost_rounds"] == 2 and s["detector_overhead_share"] == pytest.approx(0.01)
+    assert s["releases"]["warmup"] == 2
+
+    plain = RunPolicies(RunConfig(workers=2, values=v), ParameterServer(
+        np.zeros(2 * v, np.float32), A2CConfig(), v))
+    plain.start(0.0)
+    plain.apply([1, 1, 0], np.ones((3, v), np.float32), [1, 1, 1], [0, 0, 0], 5)
+    assert plain.ps.blocks_applied == 3
+    plain.finish(3.0)
+    assert plain.stats([])["worker_seconds"] == 6.0
+    with pytest.raises(RuntimeError):
+        plain.record_curvature(1.0, -1.0, 0.0, 1.0)
+    with pytest.raises(ValueError):
+        RunPolicies(cfg, ps, None)
+
+
+@pytest.mark.timeout(180)
+def test_boost_scaling_really_changes_the_active_workers_in_a_short_run() -> None:
+    from olaf.drl.config import RunConfig
+    from olaf.drl.runner import run_experiment
+
+    # d = 0.5 drives S_k below 1/8 from round 3 on, so I_k settles at I_min = 1 early.
+    cfg = RunConfig(env_id="CartPole-v1", workers=4, processes=2, duration=9.0, seed=3,
+                    aggregation="staleness-aware", scaling="boost", boost_period=0.4,
+                    boost=BoostConfig(decay=0.5, min_workers=1, lanczos_iterations=6,
+                                      sample_transitions=64))
+    result = run_experiment(cfg)
+    s = result.summary()
+    counts = [w for _, w in s["workers_over_time"]]
+    assert s["boost_rounds"] >= 4, s["workers_over_time"]
+    assert counts[0] == 4 and counts[-1] == 1
+    assert s["worker_seconds"] < 4 * cfg.duration
+    settled = s["workers_over_time"][-1][0]
+    # Inactive workers really stop: once only worker 0 is left (plus one rollout in
+    # flight), every episode that finishes is worker 0's.
+    late = [e for e in result.episodes if e[0] > settled + 1.0]
+    assert late, (settled, len(result.episodes))
+    assert {e[2] for e in late} == {0}
+    # The staleness-aware PS ran on the same DATA.
+    assert s["releases"]["warmup"] > 0 and s["ps_rounds"] >= 1
+    assert s["staleness_p50"] is not None and s["detector_mean_ms"] > 0
+
+
+def test_ablation_worker_seconds_at_and_rows() -> None:
+    from olaf.commands.ablation import markdown_table, row_of, worker_seconds_at
+
+    timeline = [(0.0, 8), (2.0, 3), (5.0, 1)]
+    assert worker_seconds_at(timeline, 0.0) == 0.0
+    assert worker_seconds_at(timeline, 1.0) == 8.0
+    assert worker_seconds_at(timeline, 4.0) == 16 + 6
+    assert worker_seconds_at(timeline, 7.0) == 16 + 9 + 2
+    runs = [{"time_to_target_s": 3.0, "duration_s": 10.0, "final_return": 100.0,
+             "worker_seconds_to_target": 19.0, "worker_seconds": 30.0, "worker_cpu_s": 5.0,
+             "mean_active_workers": 3.0, "staleness_p90": 2, "held_share": None,
+             "detector_overhead_share": 0.02, "detector_mean_cpu_ms": 12.0},
+            {"time_to_target_s": None, "duration_s": 10.0, "final_return": 50.0,
+             "worker_seconds_to_target": 40.0, "worker_seconds": 40.0, "worker_cpu_s": 7.0,
+             "mean_active_workers": 4.0, "staleness_p90": 4, "held_share": None,
+             "detector_overhead_share": 0.04, "detector_mean_cpu_ms": 14.0}]
+    row = row_of("olaf+boost", runs)
+    assert row["reached"] == "1/2"
+    assert row["time_to_target_s"] == "6.5 ± 4.9"  # a miss counts its full duration
+    assert row["final_return"] == "75.0 ± 35.4"
+    assert row["detector_overhead_pct"] == "3.0 ± 1.4"
+    assert row["held_share"] == "-"
+    table = markdown_table([row])
+    assert table.count("\n") == 3 and "| olaf+boost | 2 | 1/2 |" in table
