@@ -65,7 +65,9 @@ def test_short_run_learns_writes_metrics_and_plots_and_leaks_nothing(tmp_path: P
 
     summary = json.loads((out / "summary.json").read_text())
     assert summary["stopped_by"] == "target", output
-    assert summary["final_return"] >= TARGET > 2 * RANDOM_POLICY_RETURN
+    # final_return also counts episodes that ended during shut-down; the stop was decided on this.
+    assert summary["return_at_target"] >= TARGET > 2 * RANDOM_POLICY_RETURN
+    assert summary["final_return"] > 2 * RANDOM_POLICY_RETURN
     assert summary["initial_return"] < TARGET
     assert summary["data_blocks"] > 0 and summary["blocks_applied"] == summary["data_blocks"]
     assert summary["model_version"] > 0

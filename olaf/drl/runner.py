@@ -95,6 +95,9 @@ class RunResult:
     num_blocks: int = 0
     initial_return: float = math.nan
     final_return: float = math.nan
+    """Mean of the last window of episodes, including those reported while the run shut down."""
+    return_at_target: float = math.nan
+    """The rolling mean that first reached the target (NaN if it never did)."""
     stopped_by: str = "duration"
     switch_address: tuple[str, int] = ("", 0)
     weight_board: str = ""
@@ -128,6 +131,7 @@ class RunResult:
             "episodes": len(self.episodes),
             "initial_return": self.initial_return,
             "final_return": self.final_return,
+            "return_at_target": self.return_at_target,
             "best_return": max((r for r in _rolling(self.episodes, cfg.target_window)),
                                default=math.nan),
             "aom_mean_ms": self.aom.get("mean", math.nan),
@@ -428,6 +432,7 @@ def _main_loop(
         if reached and result.time_to_target is None:
             result.time_to_target = elapsed
             result.steps_to_target = counters["steps"]
+            result.return_at_target = float(np.mean(recent))
         if now >= next_sample or elapsed >= cfg.duration:
             receiver.aom.advance()
             series_tail = receiver.aom.series.global_ms
