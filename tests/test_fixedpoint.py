@@ -70,3 +70,20 @@ def test_blocks_split_pad_and_join(n: int, values: int) -> None:
     assert blocks.shape == (-(-n // values), values)
     assert (blocks.reshape(-1)[n:] == 0).all()
     assert (join_blocks(blocks, n) == flat).all()
+
+
+@settings(max_examples=300, deadline=None)
+@given(arrays(np.float32, st.integers(1, 200),
+              elements=st.floats(width=32, allow_nan=False, allow_infinity=True)),
+       st.integers(0, 31))
+def test_float32_fast_path_equals_the_float64_path(x: np.ndarray, frac_bits: int) -> None:
+    assert (to_fixed(x, frac_bits) == to_fixed(x.astype(np.float64), frac_bits)).all()
+
+
+def test_float32_saturation_edges() -> None:
+    x = np.array([32767.99, 32768.0, -32768.0, -32768.01, 1e30, -1e30, 0.5 / 65536, 1.5 / 65536],
+                 np.float32)
+    assert to_fixed(x, 16).tolist() == [2147483008, INT32_MAX, INT32_MIN, INT32_MIN, INT32_MAX, INT32_MIN,
+                                        0, 2]
+    with pytest.raises(ValueError, match="NaN"):
+        to_fixed(np.array([np.nan], np.float32), 16)

@@ -14,8 +14,10 @@ from worker_transport.protocol import INT32_MAX, INT32_MIN
 
 
 def to_fixed(x: np.ndarray | float, frac_bits: int) -> np.ndarray:
-    """Round to nearest, saturate to int32. Raises ``ValueError`` on NaN."""
+    """Round to nearest (ties to even), saturate to int32. Raises ``ValueError`` on NaN."""
     a = np.asarray(x)
+    if a.dtype == np.float32:
+        return _float32_to_fixed(a, frac_bits)
     if np.isnan(a).any():
         raise ValueError("cannot convert NaN to fixed point")
     # float64 holds every int32 exactly, so rounding and clipping happen before the cast.
@@ -23,6 +25,21 @@ def to_fixed(x: np.ndarray | float, frac_bits: int) -> np.ndarray:
     np.rint(scaled, out=scaled)
     np.clip(scaled, INT32_MIN, INT32_MAX, out=scaled)
     return scaled.astype(np.int32).reshape(a.shape)
+
+
+def _float32_to_fixed(a: np.ndarray, frac_bits: int) -> np.ndarray:
+    """The float32 fast path (gradients): scaling by a power of two is exact in float32,
+    so only saturation needs care, because float32 cannot represent INT32_MAX."""
+    with np.errstate(over="ignore"):  # an overflow to inf saturates below, as intended
+        scaled = np.multiply(a.reshape(-1), np.float32(2.0**frac_bits), dtype=np.float32)
+    if np.isnan(scaled).any():
+        raise ValueError("cannot convert NaN to fixed point")
+    np.rint(scaled, out=scaled)
+    too_big = scaled >= np.float32(2.0**31)
+    np.clip(scaled, np.float32(INT32_MIN), np.float32(2.0**31 - 128), out=scaled)
+    q = scaled.astype(np.int32)
+    q[too_big] = INT32_MAX
+    return q.reshape(a.shape)
 
 
 def from_fixed(q: np.ndarray | int, frac_bits: int) -> np.ndarray:
