@@ -84,6 +84,11 @@ class BatchSocket:
         self._rx_iov["base"] = self._rx.ctypes.data + np.arange(batch, dtype=np.uint64) * mtu
         self._rx_iov["len"] = mtu
         self._rx_hdr = _headers(self._rx_addr, self._rx_iov)
+        # Transmit descriptors are built once; a send only fills in lengths, bases and peers.
+        self._tx_addr = np.zeros(batch, SOCKADDR_IN)
+        self._tx_iov = np.zeros(batch, _IOVEC)
+        self._tx_hdr = _headers(self._tx_addr, self._tx_iov)
+        self._offsets = np.arange(batch, dtype=np.uint64)
 
     def recv(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Up to ``batch`` waiting datagrams: ``(rows, lengths, peers)``; empty when none wait."""
@@ -103,12 +108,16 @@ class BatchSocket:
         m = len(rows)
         if m == 0:
             return 0
+        if m > self.batch:
+            return sum(
+                self.send(rows[k : k + self.batch], lengths[k : k + self.batch], peers[k : k + self.batch])
+                for k in range(0, m, self.batch)
+            )
         rows = np.ascontiguousarray(rows, np.uint8)
-        peers = np.ascontiguousarray(peers, SOCKADDR_IN)
-        iov = np.zeros(m, _IOVEC)
-        iov["base"] = rows.ctypes.data + np.arange(m, dtype=np.uint64) * rows.shape[1]
-        iov["len"] = lengths
-        hdr = _headers(peers, iov)
+        self._tx_addr[:m] = peers
+        self._tx_iov["base"][:m] = rows.ctypes.data + self._offsets[:m] * np.uint64(rows.shape[1])
+        self._tx_iov["len"][:m] = lengths
+        hdr = self._tx_hdr
         sent = 0
         while sent < m:
             k = self._libc.sendmmsg(

@@ -153,41 +153,59 @@ class OlafQueue:
             max_blocks=cfg.max_blocks,
         )
         h = batch.headers
+        types = h["msg_type"]
+        self._count(types, verdicts)
+        # Only valid UPDATEs and PULLs, and UPDATEs answered DROPPED_INVALID, get an answer.
+        answered = np.flatnonzero(
+            ((verdicts == Verdict.OK) & ((types == MsgType.UPDATE) | (types == MsgType.PULL)))
+            | (verdicts >= Verdict.BAD_LENGTH)
+        )
         rows = list(zip(*(h[name].tolist() for name in SLOT_FIELDS), strict=True))
-        counters = self.counters
-        silent = (Verdict.SHORT, Verdict.BAD_VERSION, Verdict.BAD_TYPE)
-        source: list[int] = []
+        source = answered.tolist()
         kinds: list[int] = []
         outcomes: list[int] = []
-        feedback: list[tuple[int, int, int]] = []
+        occupied: list[int] = []
+        active: list[int] = []
         popped: list[list[int]] = []
         popped_values: list[np.ndarray] = []
-        for i, (verdict, msg_type) in enumerate(zip(verdicts.tolist(), h["msg_type"].tolist(), strict=True)):
-            if verdict not in silent:
-                counters.msg_types[msg_type] += 1
+        update, pull, ack = MsgType.UPDATE, MsgType.PULL, MsgType.ACK
+        for i, verdict, msg_type in zip(source, verdicts[answered].tolist(), types[answered].tolist(),
+                                        strict=True):
             if verdict:
-                counters.invalid[verdict] += 1
-                counters.outcomes[Outcome.DROPPED_INVALID] += 1
-                if verdict >= Verdict.BAD_LENGTH:  # Verdict.answered
-                    source.append(i)
-                    kinds.append(MsgType.ACK)
-                    outcomes.append(Outcome.DROPPED_INVALID)
-                    feedback.append(self.feedback())
-                continue
-            if msg_type == MsgType.UPDATE:
-                outcome = self._update(rows[i], batch.values[i])
-                counters.outcomes[outcome] += 1
-                kinds.append(MsgType.ACK)
-            elif msg_type == MsgType.PULL:
-                outcome = Outcome.ENQUEUED
+                kinds.append(ack)
+                outcomes.append(Outcome.DROPPED_INVALID)
+            elif msg_type == update:
+                kinds.append(ack)
+                outcomes.append(self._update(rows[i], batch.values[i]))
+            elif msg_type == pull:
                 kinds.append(self._pull(popped, popped_values))
-            else:
-                continue
-            source.append(i)
-            outcomes.append(outcome)
-            feedback.append(self.feedback())
-        return self._responses(batch, source, kinds, outcomes, feedback, popped, popped_values), \
-            np.asarray(source, np.int64), verdicts
+                outcomes.append(Outcome.ENQUEUED)
+            # Feedback is computed after the operation (DESIGN.md §3).
+            occupied.append(self.occupied)
+            active.append(self.active_clusters)
+        self._count_outcomes(kinds, outcomes)
+        responses = self._responses(batch, source, kinds, outcomes, occupied, active, popped, popped_values)
+        return responses, answered.astype(np.int64), verdicts
+
+    def _count(self, types: np.ndarray, verdicts: np.ndarray) -> None:
+        """Message-type and invalid-reason counters for a batch, in one pass each."""
+        counters = self.counters
+        heard = ~np.isin(verdicts, (Verdict.SHORT, Verdict.BAD_VERSION, Verdict.BAD_TYPE))
+        by_type = np.bincount(types[heard], minlength=len(counters.msg_types))
+        counters.msg_types = [a + int(b) for a, b in zip(counters.msg_types, by_type, strict=False)]
+        by_reason = np.bincount(verdicts, minlength=len(Verdict))
+        by_reason[Verdict.OK] = 0
+        counters.invalid = [a + int(b) for a, b in zip(counters.invalid, by_reason, strict=True)]
+        counters.outcomes[Outcome.DROPPED_INVALID] += int(by_reason.sum())
+
+    def _count_outcomes(self, kinds: list[int], outcomes: list[int]) -> None:
+        """Outcomes of valid UPDATEs (invalid ones were counted by ``_count``)."""
+        if not kinds:
+            return
+        acks = np.asarray(outcomes)[np.asarray(kinds) == MsgType.ACK]
+        by_outcome = np.bincount(acks[acks != Outcome.DROPPED_INVALID], minlength=len(Outcome))
+        for outcome, n in enumerate(by_outcome.tolist()):
+            self.counters.outcomes[outcome] += n
 
     def _responses(
         self,
@@ -195,7 +213,8 @@ class OlafQueue:
         source: list[int],
         kinds: list[int],
         outcomes: list[int],
-        feedback: list[tuple[int, int, int]],
+        occupied: list[int],
+        active: list[int],
         popped: list[list[int]],
         popped_values: list[np.ndarray],
     ) -> Batch:
@@ -210,7 +229,10 @@ class OlafQueue:
         kind = np.asarray(kinds, np.uint8)
         h["msg_type"] = kind
         h["outcome"] = outcomes
-        h["flags"], h["active_clusters"], h["queue_util"] = np.asarray(feedback, np.int64).T
+        util = 255 * np.asarray(occupied, np.int64) // self.config.capacity
+        h["queue_util"] = util
+        h["flags"] = np.where(util >= self.congestion_threshold, FLAG_CONGESTED, 0)
+        h["active_clusters"] = np.minimum(active, 255)
         h["num_values"] = 0
         answers = np.flatnonzero(kind != MsgType.ACK)
         if len(answers):
@@ -269,9 +291,12 @@ class OlafQueue:
         slot[6] = max(slot[6], u[6])
         slot[7] = min(slot[7], u[7])
         slot[8] |= u[8]
-        np.add(self.values[s], values, out=self._sum, dtype=np.int64)
-        np.clip(self._sum, INT32_MIN, INT32_MAX, out=self._sum)
-        self.values[s] = self._sum
+        total = self._sum
+        np.add(self.values[s], values, out=total, dtype=np.int64)
+        # np.minimum/np.maximum rather than np.clip: the same saturation without clip's Python wrapper.
+        np.minimum(total, INT32_MAX, out=total)
+        np.maximum(total, INT32_MIN, out=total)
+        self.values[s] = total
 
     def _pull(self, popped: list[list[int]], popped_values: list[np.ndarray]) -> MsgType:
         """Pop the head into ``popped`` (zeros for EMPTY); returns DATA or EMPTY."""

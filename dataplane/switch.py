@@ -132,6 +132,7 @@ class UdpSwitch:
             raise
         self.sock.setblocking(False)
         self.address: tuple[str, int] = self.sock.getsockname()
+        self._busy = False
         self.io = (
             open_batch_socket(self.sock, batch_size) if batch_syscalls else PlainSocket(self.sock, batch_size)
         )
@@ -178,11 +179,15 @@ class UdpSwitch:
         due = self.impairment.next_due()
         if due is not None:
             timeout = max(0.0, min(timeout, due - now))
-        readable, _, _ = select.select([self.sock], [], [], timeout)
+        # After a full batch more is likely waiting: skip the select() and read at once.
+        if not self._busy:
+            readable, _, _ = select.select([self.sock], [], [], timeout)
+            if not readable:
+                self._send_held(self.impairment.due(time.monotonic()))
+                return 0
         self._send_held(self.impairment.due(time.monotonic()))
-        if not readable:
-            return 0
         rows, lengths, peers = self.io.recv()
+        self._busy = len(rows) == self.io.batch
         if not len(rows):
             return 0
         self._capture(self._pcap_in, rows, lengths, peers, inbound=True)
