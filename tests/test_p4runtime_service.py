@@ -590,13 +590,19 @@ def test_too_many_controllers_are_refused(target) -> None:
     server = P4RuntimeServer(switch, "127.0.0.1:0", max_streams=2).start()
     try:
         with streams(server, 3) as (a, b, c):
+            # One at a time: two arbitrations in flight may reach the server in either order.
             a.arbitrate(1)
+            assert a.status() == ("OK", 1)
             b.arbitrate(2)
-            assert a.status() == ("OK", 1) and b.status() == ("OK", 2)
+            assert b.status() == ("OK", 2)
+            assert a.status() == ("ALREADY_EXISTS", 2)  # a hears it is a backup now
             c.arbitrate(3)
             err = c.next()
             assert isinstance(err, grpc.RpcError) and err.code() == Code.RESOURCE_EXHAUSTED
-            assert a.status() == ("ALREADY_EXISTS", 2)  # c never joined: no change announced
+            # c never joined: had it become primary (election 3), a and b would have heard.
+            with pytest.raises(queue.Empty):
+                a.received.get(timeout=0.5)
+            assert b.received.empty()
     finally:
         server.stop(0.5)
 
