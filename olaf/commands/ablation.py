@@ -24,6 +24,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from olaf.drl.stats import mean_std, plus_minus
+
 HELP = "ablation: fifo, olaf, olaf + staleness-aware aggregation, olaf + boost scaling, both"
 
 DEFAULT_DURATION = 40.0
@@ -74,20 +76,6 @@ def _children_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _mean_std(values: list[float | None]) -> tuple[float, float]:
-    v = [x for x in values if x is not None and math.isfinite(x)]
-    if not v:
-        return math.nan, math.nan
-    mean = sum(v) / len(v)
-    std = math.sqrt(sum((x - mean) ** 2 for x in v) / (len(v) - 1)) if len(v) > 1 else 0.0
-    return mean, std
-
-
-def _pm(values: list[float | None], digits: int = 1) -> str:
-    mean, std = _mean_std(values)
-    return "-" if not math.isfinite(mean) else f"{mean:,.{digits}f} ± {std:,.{digits}f}"
-
-
 def row_of(variant: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
     """One table row: means ± std over the seeds of a variant."""
     reached = [r for r in runs if r["time_to_target_s"] is not None]
@@ -97,21 +85,21 @@ def row_of(variant: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
         "variant": variant,
         "seeds": len(runs),
         "reached": f"{len(reached)}/{len(runs)}",
-        "time_to_target_s": _pm(ttt),
-        "final_return": _pm([r["final_return"] for r in runs]),
-        "worker_s_to_target": _pm(ws_target, 0),
-        "worker_s_total": _pm([r["worker_seconds"] for r in runs], 0),
-        "worker_cpu_s": _pm([r.get("worker_cpu_s") for r in runs], 0),
-        "mean_active_workers": _pm([r["mean_active_workers"] for r in runs], 2),
-        "staleness_p90": _pm([r["staleness_p90"] for r in runs], 1),
-        "held_share": _pm([r.get("held_share") for r in runs], 2),
-        "detector_overhead_pct": _pm([100 * r["detector_overhead_share"]
+        "time_to_target_s": plus_minus(ttt),
+        "final_return": plus_minus([r["final_return"] for r in runs]),
+        "worker_s_to_target": plus_minus(ws_target, 0),
+        "worker_s_total": plus_minus([r["worker_seconds"] for r in runs], 0),
+        "worker_cpu_s": plus_minus([r.get("worker_cpu_s") for r in runs], 0),
+        "mean_active_workers": plus_minus([r["mean_active_workers"] for r in runs], 2),
+        "staleness_p90": plus_minus([r["staleness_p90"] for r in runs], 1),
+        "held_share": plus_minus([r.get("held_share") for r in runs], 2),
+        "detector_overhead_pct": plus_minus([100 * r["detector_overhead_share"]
                                       if r.get("detector_overhead_share") is not None else None
                                       for r in runs], 1),
-        "detector_cpu_ms": _pm([r.get("detector_mean_cpu_ms") for r in runs], 1),
-        "_final": _mean_std([r["final_return"] for r in runs])[0],
-        "_ws_target": _mean_std(ws_target)[0],
-        "_cpu": _mean_std([r.get("worker_cpu_s") for r in runs])[0],
+        "detector_cpu_ms": plus_minus([r.get("detector_mean_cpu_ms") for r in runs], 1),
+        "_final": mean_std([r["final_return"] for r in runs])[0],
+        "_ws_target": mean_std(ws_target)[0],
+        "_cpu": mean_std([r.get("worker_cpu_s") for r in runs])[0],
     }
 
 

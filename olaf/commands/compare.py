@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import math
 from pathlib import Path
 from typing import Any
+
+from olaf.drl.stats import mean_std, plus_minus
 
 HELP = "run the same configuration in olaf and fifo mode over seeds and compare convergence"
 
@@ -25,22 +26,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      + ". Every run lasts --duration (it does not stop at the target, so that final "
                      "returns compare over the same budget). A run that never reaches the "
                      "target counts as taking its full duration (a bound).")
-
-
-def _mean_std(values: list[float]) -> tuple[float, float]:
-    v = [x for x in values if x is not None and math.isfinite(x)]
-    if not v:
-        return math.nan, math.nan
-    mean = sum(v) / len(v)
-    std = math.sqrt(sum((x - mean) ** 2 for x in v) / (len(v) - 1)) if len(v) > 1 else 0.0
-    return mean, std
-
-
-def _pm(values: list[float], digits: int = 1) -> str:
-    mean, std = _mean_std(values)
-    if not math.isfinite(mean):
-        return "-"
-    return f"{mean:,.{digits}f} ± {std:,.{digits}f}"
 
 
 def speedups(olaf: list[dict[str, Any]], fifo: list[dict[str, Any]]) -> list[float]:
@@ -97,15 +82,15 @@ def run(args: argparse.Namespace) -> int:
             "mode": mode,
             "seeds": len(runs),
             "reached": f"{len(reached)}/{len(runs)}",
-            "ttt": _pm(ttt),
-            "final": _pm([r["final_return"] for r in runs]),
-            "aom_mean": _pm([r["aom_mean_ms"] for r in runs], 2),
-            "aom_p99": _pm([r["aom_p99_ms"] for r in runs], 1),
-            "bytes": _pm([r["bytes_to_ps"] / 1e6 for r in runs], 2) + " MB",
-            "agg": _pm([r["mean_agg_count"] for r in runs], 2),
+            "ttt": plus_minus(ttt),
+            "final": plus_minus([r["final_return"] for r in runs]),
+            "aom_mean": plus_minus([r["aom_mean_ms"] for r in runs], 2),
+            "aom_p99": plus_minus([r["aom_p99_ms"] for r in runs], 1),
+            "bytes": plus_minus([r["bytes_to_ps"] / 1e6 for r in runs], 2) + " MB",
+            "agg": plus_minus([r["mean_agg_count"] for r in runs], 2),
         })
     ratios = speedups(summaries["olaf"], summaries["fifo"])
-    mean, std = _mean_std(ratios)
+    mean, std = mean_std(ratios)
     console.print(compare_table(rows))
     if ratios:
         console.print(f"target {target}: speedup (fifo time / olaf time to target) "
