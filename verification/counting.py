@@ -95,23 +95,7 @@ class CountingModel(AomModel):
             movers.append(rows)
         any_send = [z3.Or([m != 0 for row in movers[k] for m in row]) for k in range(c)]
         new = [z3.And(any_send[k], z3.Not(self.queued[k])) for k in range(c)]
-        wr = bits(c)
-        if c > 1:
-            rank = [self._bv(f"rank_{tag}_{k}", wr) for k in range(c)]
-            count = z3.Sum([z3.If(x, self._const(1, wr + 1), self._const(0, wr + 1))
-                            for x in new])
-            for k in range(c):
-                s.add(z3.If(new[k], z3.ULT(z3.ZeroExt(1, rank[k]), count), rank[k] == 0))
-                for k2 in range(k + 1, c):
-                    s.add(z3.Implies(z3.And(new[k], new[k2]), rank[k] != rank[k2]))
-        else:
-            rank = [self._const(0, wr)]
-        occ_w = z3.ZeroExt(self.wide - self.wO, self.occ)
-        admitted = []
-        for k in range(c):
-            room = z3.ULT(occ_w + z3.ZeroExt(self.wide - wr, rank[k]), dep.capacity)
-            a = new[k] if dep.capacity >= c else z3.And(new[k], room)
-            admitted.append(self._fresh(f"admit_{tag}_{k}", a))
+        rank, admitted, wr = self._admit(tag, new)
         before_queued = list(self.queued)
         for k in range(c):
             rk = z3.ZeroExt(self.wO - wr, rank[k]) if self.wO >= wr else \

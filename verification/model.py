@@ -216,6 +216,31 @@ class AomModel:
     def _const(self, value: int, width: int) -> Any:
         return z3.BitVecVal(value, width)
 
+    def _admit(self, tag: str, new: list[Any]) -> tuple[list[Any], list[Any], int]:
+        """Clusters that open a new slot this step, in an order the solver picks (``rank``,
+        distinct among them); each is admitted while occupancy + its rank < capacity.
+        Returns ``(rank, admitted, rank width)``."""
+        dep, s = self.dep, self.solver
+        c = dep.clusters
+        wr = bits(c)
+        if c > 1:
+            rank = [self._bv(f"rank_{tag}_{k}", wr) for k in range(c)]
+            count = z3.Sum([z3.If(x, self._const(1, wr + 1), self._const(0, wr + 1))
+                            for x in new])
+            for k in range(c):
+                s.add(z3.If(new[k], z3.ULT(z3.ZeroExt(1, rank[k]), count), rank[k] == 0))
+                for k2 in range(k + 1, c):
+                    s.add(z3.Implies(z3.And(new[k], new[k2]), rank[k] != rank[k2]))
+        else:
+            rank = [self._const(0, wr)]
+        occ_w = z3.ZeroExt(self.wide - self.wO, self.occ)
+        admitted = []
+        for k in range(c):
+            room = z3.ULT(occ_w + z3.ZeroExt(self.wide - wr, rank[k]), dep.capacity)
+            a = new[k] if dep.capacity >= c else z3.And(new[k], room)
+            admitted.append(self._fresh(f"admit_{tag}_{k}", a))
+        return rank, admitted, wr
+
     # -- state ---------------------------------------------------------------------
     def _init_state(self) -> None:
         dep = self.dep

@@ -92,30 +92,14 @@ class SegmentModel(AomModel):
 
     def _segment(self, t: int, i: int, sends: list[Any], received: list[list[Any]],
                  then_pull: bool) -> dict[str, Any]:
-        dep, s = self.dep, self.solver
+        dep = self.dep
         c = dep.clusters
         tag = f"{t}_{i}"
         before = {"queued": list(self.queued), "single": list(self.single),
                   "inb": list(self.inb), "occ": self.occ}
         new = [z3.And(z3.Or([sends[u] for u in mem]), z3.Not(self.queued[k]))
                for k, mem in enumerate(self.members)]
-        wr = bits(c)
-        if c > 1:
-            rank = [self._bv(f"rank_{tag}_{k}", wr) for k in range(c)]
-            count = z3.Sum([z3.If(x, self._const(1, wr + 1), self._const(0, wr + 1))
-                            for x in new])
-            for k in range(c):
-                s.add(z3.If(new[k], z3.ULT(z3.ZeroExt(1, rank[k]), count), rank[k] == 0))
-                for k2 in range(k + 1, c):
-                    s.add(z3.Implies(z3.And(new[k], new[k2]), rank[k] != rank[k2]))
-        else:
-            rank = [self._const(0, wr)]
-        occ_w = z3.ZeroExt(self.wide - self.wO, self.occ)
-        admitted = []
-        for k in range(c):
-            room = z3.ULT(occ_w + z3.ZeroExt(self.wide - wr, rank[k]), dep.capacity)
-            admitted.append(new[k] if dep.capacity >= c else z3.And(new[k], room))
-        admitted = [self._fresh(f"admit_{tag}_{k}", a) for k, a in enumerate(admitted)]
+        rank, admitted, wr = self._admit(tag, new)
         occ_p = self.occ
         for k, mem in enumerate(self.members):
             rk = z3.ZeroExt(self.wP - wr, rank[k]) if self.wP >= wr else \
