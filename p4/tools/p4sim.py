@@ -1281,25 +1281,8 @@ class Switch:
             parser_error="NoError",
         )
         packet = Packet(frame)
-        env: dict[str, Any] = {
-            parser.params[0].name: packet,
-            parser.params[1].name: hdr,
-            parser.params[2].name: meta,
-            parser.params[3].name: std,
-            "__packet__": packet,
-        }
-        state = "start"
-        try:
-            while state != "accept":
-                if state == "reject":
-                    raise ParserError("reject")
-                try:
-                    self.run(parser.states[state], dict(env))
-                    raise P4SimError(f"state {state} has no transition")
-                except Goto as g:
-                    state = g.state
-        except ParserError as err:
-            std["parser_error"] = err.name
+        # A parser error stops parsing; the packet still goes to ingress (v1model).
+        std["parser_error"] = self.run_parser(parser, packet, [hdr, meta, std])
         caller = {"__packet__": packet}
         self.run_control(self.program.controls[ingress], [hdr, meta, std], caller)
         if std["egress_spec"].v == DROP_PORT:
