@@ -45,7 +45,8 @@ class Impairment:
 
     def __post_init__(self) -> None:
         self._rng = np.random.default_rng(self.seed)
-        self._held: list[tuple[float, int, int, Any]] = []
+        # (due, arrival order, item): the order breaks ties so items themselves are never compared.
+        self._held: list[tuple[float, int, Any]] = []
         self._order = itertools.count()
         self.dropped = 0
 
@@ -75,14 +76,14 @@ class Impairment:
             if delay <= 0:
                 ready.append(item)
             else:
-                heapq.heappush(self._held, (now + delay, next(self._order), 0, item))
+                heapq.heappush(self._held, (now + delay, next(self._order), item))
         return ready
 
     def due(self, now: float) -> list[Any]:
         """Held items whose delay has passed, in the order they were scheduled to leave."""
         out = []
         while self._held and self._held[0][0] <= now:
-            out.append(heapq.heappop(self._held)[3])
+            out.append(heapq.heappop(self._held)[2])
         return out
 
     def next_due(self) -> float | None:
