@@ -246,3 +246,19 @@ def test_worker_gradient_through_sender_and_queue_is_within_resolution() -> None
             data.values[i], int(data.headers["agg_count"][i]), FRAC)
     assert np.abs(restored[: len(flat)] - flat).max() <= resolution(FRAC) / 2
     assert not restored[len(flat) :].any()  # the last block's padding is zero
+
+
+def test_rolling_returns_order_episodes_by_end_time_not_arrival() -> None:
+    from olaf.drl.runner import rolling_returns
+
+    # (end time s, env steps, worker, return, length): process B's batch of old, short
+    # episodes arrives after process A's recent long ones.
+    a = [(10.0 + i, 1000 + i, 0, 100.0, 100) for i in range(4)]
+    b = [(1.0 + i, 500 + i, 1, 10.0, 10) for i in range(4)]
+    t, steps, mean = rolling_returns(a + b, window=4)
+    assert t.tolist() == [4.0, 10.0, 11.0, 12.0, 13.0]
+    assert steps[-1] == 1003
+    assert mean[0] == 10.0 and mean[-1] == 100.0
+    t, _, mean = rolling_returns(a[:2], window=4)  # fewer episodes than the window
+    assert t.tolist() == [11.0] and mean.tolist() == [100.0]
+    assert all(len(x) == 0 for x in rolling_returns([], window=4))

@@ -127,14 +127,14 @@ def write_plot(results: dict[str, list[Any]], path: Path, target: float | None) 
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from olaf.drl.report import rolling_returns
+    from olaf.drl.runner import rolling_returns
 
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.5))
     env = ""
     for variant, runs in results.items():
         for i, r in enumerate(runs):
             env = r.config.env_id
-            t, _, mean = rolling_returns(r)
+            t, _, mean = rolling_returns(r.episodes, r.config.target_window)
             timeline = r.policies.get("workers_over_time") or [(0.0, r.config.workers)]
             ws = np.array([worker_seconds_at(timeline, x) for x in t])
             label = variant if i == 0 else None

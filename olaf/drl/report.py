@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from olaf.drl.runner import RunResult, result_json
+from olaf.drl.runner import RunResult, result_json, rolling_returns
 from worker_transport.protocol import Outcome
 
 MODE_COLORS = {"olaf": "tab:blue", "fifo": "tab:orange"}
@@ -87,21 +87,6 @@ def write_metrics(result: RunResult, out: Path) -> list[Path]:
     return paths
 
 
-def rolling_returns(result: RunResult) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(time s, env steps, rolling mean return over ``target_window`` episodes)."""
-    window = result.config.target_window
-    # Episodes arrive in batches per worker process: order them by when they ended.
-    ep = sorted(result.episodes, key=lambda e: e[0])
-    if not ep:
-        return np.zeros(0), np.zeros(0), np.zeros(0)
-    t = np.array([e[0] for e in ep])
-    steps = np.array([e[1] for e in ep])
-    ret = np.array([e[3] for e in ep])
-    w = min(window, len(ret))
-    mean = np.convolve(ret, np.ones(w) / w, mode="valid")
-    return t[w - 1 :], steps[w - 1 :], mean
-
-
 def _pyplot() -> Any:
     import matplotlib
 
@@ -118,7 +103,7 @@ def write_plots(result: RunResult, out: Path) -> list[Path]:
     cfg = result.config
     color = MODE_COLORS.get(cfg.mode, "tab:green")
     title = f"{cfg.env_id}, {cfg.workers} workers, {cfg.mode}, pull {cfg.pull_rate:g}/s"
-    t, steps, mean = rolling_returns(result)
+    t, steps, mean = rolling_returns(result.episodes, result.config.target_window)
     raw_t = [e[0] for e in result.episodes]
     raw_steps = [e[1] for e in result.episodes]
     raw_ret = [e[3] for e in result.episodes]
@@ -187,7 +172,7 @@ def write_compare_plot(results: Sequence[RunResult], path: Path) -> Path:
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
     labelled: set[str] = set()
     for r in results:
-        t, steps, mean = rolling_returns(r)
+        t, steps, mean = rolling_returns(r.episodes, r.config.target_window)
         mode = r.config.mode
         color = MODE_COLORS.get(mode, "tab:green")
         label = mode if mode not in labelled else None

@@ -108,6 +108,7 @@ class RunResult:
 
     def summary(self) -> dict[str, Any]:
         cfg = self.config
+        _, _, rolling = rolling_returns(self.episodes, cfg.target_window)
         block_bytes = 36 + 4 * cfg.values
         data_blocks = int(self.receiver.get("data_blocks", 0))
         sent = sum(s.get("sent_updates", 0) for s in self.senders)
@@ -132,8 +133,7 @@ class RunResult:
             "initial_return": self.initial_return,
             "final_return": self.final_return,
             "return_at_target": self.return_at_target,
-            "best_return": max((r for r in _rolling(self.episodes, cfg.target_window)),
-                               default=math.nan),
+            "best_return": float(rolling.max()) if len(rolling) else math.nan,
             "aom_mean_ms": self.aom.get("mean", math.nan),
             "aom_p99_ms": self.aom.get("p99", math.nan),
             "update_age_mean_ms": self.aom.get("update_age", {}).get("mean", math.nan),
@@ -154,12 +154,24 @@ class RunResult:
         }
 
 
-def _rolling(episodes: list[tuple[float, int, int, float, int]], window: int) -> list[float]:
-    returns = np.array([e[3] for e in episodes], np.float64)
-    if len(returns) < window:
-        return [float(returns.mean())] if len(returns) else []
-    kernel = np.ones(window) / window
-    return np.convolve(returns, kernel, mode="valid").tolist()
+def rolling_returns(
+    episodes: list[tuple[float, int, int, float, int]], window: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(end time s, env steps, mean return of the last ``window`` episodes), one row per episode.
+
+    Episodes arrive in batches per worker process, so arrival order is not the order in
+    which they ended: a process starved for a while delivers old episodes late. Ordering
+    by end time makes "the last ``window`` episodes" mean what it says.
+    """
+    ep = sorted(episodes, key=lambda e: e[0])
+    if not ep:
+        return np.zeros(0), np.zeros(0), np.zeros(0)
+    t = np.array([e[0] for e in ep])
+    steps = np.array([e[1] for e in ep])
+    ret = np.array([e[3] for e in ep], np.float64)
+    w = min(window, len(ret))
+    mean = np.convolve(ret, np.ones(w) / w, mode="valid")
+    return t[w - 1 :], steps[w - 1 :], mean
 
 
 # -- worker processes ----------------------------------------------------------------
@@ -386,10 +398,10 @@ def run_experiment(
         result.update_age_ms = series.ages_ms
     result.model_version, result.blocks_applied = ps.model_version, ps.blocks_applied
     result.policies = policies.stats([d[3] for d in result.data])
-    rolling = _rolling(result.episodes, cfg.target_window)
-    if rolling:
-        result.initial_return = rolling[0]
-        result.final_return = rolling[-1]
+    _, _, rolling = rolling_returns(result.episodes, cfg.target_window)
+    if len(rolling):
+        result.initial_return = float(rolling[0])
+        result.final_return = float(rolling[-1])
     return result
 
 
