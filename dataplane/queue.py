@@ -42,6 +42,29 @@ SLOT_FIELDS = (
     "contributors",
 )
 """Per-slot metadata, in the order the P4 registers and the RTL store it."""
+_NO_SLOT = (0,) * len(SLOT_FIELDS)
+"""What an EMPTY carries in the slot fields."""
+
+# The per-packet loop records one plain int per answered message (numpy converts a
+# list of IntEnum members several times slower): an UPDATE's Outcome, or for a PULL
+# one of the two codes after them.
+_ENQUEUED, _MERGED, _REPLACED = int(Outcome.ENQUEUED), int(Outcome.MERGED), int(Outcome.REPLACED)
+_DROPPED_REWARD, _DROPPED_FULL = int(Outcome.DROPPED_REWARD), int(Outcome.DROPPED_FULL)
+_DROPPED_INVALID = int(Outcome.DROPPED_INVALID)
+_POPPED = len(Outcome)
+"""A PULL answered DATA."""
+_WAS_EMPTY = len(Outcome) + 1
+"""A PULL answered EMPTY."""
+
+
+def _lookup(table: list[int]) -> np.ndarray:
+    array = np.array(table, np.uint8)
+    array.flags.writeable = False
+    return array
+
+
+_MSG_TYPE_OF_CODE = _lookup([MsgType.ACK] * len(Outcome) + [MsgType.DATA, MsgType.EMPTY])
+_OUTCOME_OF_CODE = _lookup(list(Outcome) + [Outcome.ENQUEUED, Outcome.ENQUEUED])
 
 
 @dataclass(frozen=True)
@@ -102,7 +125,8 @@ class OlafQueue:
         cap = config.capacity
         # One list per slot, fields in SLOT_FIELDS order: a slot is copied or stored in one C call.
         self._meta: list[list[int]] = [[0] * len(SLOT_FIELDS) for _ in range(cap)]
-        self.values = np.zeros((cap, config.values), np.int32)
+        # int64 so that a merge adds and saturates in place; every stored value fits int32.
+        self.values = np.zeros((cap, config.values), np.int64)
         self.index = [-1] * (config.max_clusters * config.max_blocks)
         """Slot of the newest queued block per ``cluster * max_blocks + block``, or -1."""
         self.cluster_count = [0] * config.max_clusters
@@ -111,7 +135,6 @@ class OlafQueue:
         self.read_ptr = 0
         self.occupied = 0
         self.counters = Counters()
-        self._sum = np.zeros(config.values, np.int64)
 
     @property
     def slots(self) -> dict[str, list[int]]:
@@ -161,36 +184,38 @@ class OlafQueue:
             | (verdicts >= Verdict.BAD_LENGTH)
         )
         rows = list(zip(*(h[name].tolist() for name in SLOT_FIELDS), strict=True))
-        source = answered.tolist()
-        kinds: list[int] = []
-        outcomes: list[int] = []
+        values = batch.values
+        codes: list[int] = []
         occupied: list[int] = []
         active: list[int] = []
-        popped: list[list[int]] = []
+        popped: list[int] = []  # slot fields of every DATA/EMPTY, flat, SLOT_FIELDS order
         popped_values: list[np.ndarray] = []
-        update, pull, ack = MsgType.UPDATE, MsgType.PULL, MsgType.ACK
-        for i, verdict, msg_type in zip(source, verdicts[answered].tolist(), types[answered].tolist(),
-                                        strict=True):
+        update = MsgType.UPDATE
+        # Answered messages are valid UPDATEs and PULLs, and invalid UPDATEs.
+        for i, verdict, msg_type in zip(answered.tolist(), verdicts[answered].tolist(),
+                                        types[answered].tolist(), strict=True):
             if verdict:
-                kinds.append(ack)
-                outcomes.append(Outcome.DROPPED_INVALID)
+                codes.append(_DROPPED_INVALID)
             elif msg_type == update:
-                kinds.append(ack)
-                outcomes.append(self._update(rows[i], batch.values[i]))
-            elif msg_type == pull:
-                kinds.append(self._pull(popped, popped_values))
-                outcomes.append(Outcome.ENQUEUED)
+                codes.append(self._update(rows[i], values, i))
+            else:
+                codes.append(self._pull(popped, popped_values))
             # Feedback is computed after the operation (DESIGN.md §3).
             occupied.append(self.occupied)
             active.append(self.active_clusters)
-        self._count_outcomes(kinds, outcomes)
-        responses = self._responses(batch, source, kinds, outcomes, occupied, active, popped, popped_values)
+        code = np.array(codes, np.uint8)
+        by_code = np.bincount(code, minlength=_WAS_EMPTY + 1).tolist()
+        # DROPPED_INVALID was counted with the other invalid messages by _count.
+        for outcome in (_ENQUEUED, _MERGED, _REPLACED, _DROPPED_REWARD, _DROPPED_FULL):
+            self.counters.outcomes[outcome] += by_code[outcome]
+        responses = self._responses(batch, answered, code, occupied, active, popped, popped_values)
         return responses, answered.astype(np.int64), verdicts
 
     def _count(self, types: np.ndarray, verdicts: np.ndarray) -> None:
         """Message-type and invalid-reason counters for a batch, in one pass each."""
         counters = self.counters
-        heard = ~np.isin(verdicts, (Verdict.SHORT, Verdict.BAD_VERSION, Verdict.BAD_TYPE))
+        # Counted by type: every message whose header could be read (not SHORT/BAD_VERSION/BAD_TYPE).
+        heard = (verdicts == Verdict.OK) | (verdicts > Verdict.BAD_TYPE)
         by_type = np.bincount(types[heard], minlength=len(counters.msg_types))
         counters.msg_types = [a + int(b) for a, b in zip(counters.msg_types, by_type, strict=False)]
         by_reason = np.bincount(verdicts, minlength=len(Verdict))
@@ -198,87 +223,76 @@ class OlafQueue:
         counters.invalid = [a + int(b) for a, b in zip(counters.invalid, by_reason, strict=True)]
         counters.outcomes[Outcome.DROPPED_INVALID] += int(by_reason.sum())
 
-    def _count_outcomes(self, kinds: list[int], outcomes: list[int]) -> None:
-        """Outcomes of valid UPDATEs (invalid ones were counted by ``_count``)."""
-        if not kinds:
-            return
-        acks = np.asarray(outcomes)[np.asarray(kinds) == MsgType.ACK]
-        by_outcome = np.bincount(acks[acks != Outcome.DROPPED_INVALID], minlength=len(Outcome))
-        for outcome, n in enumerate(by_outcome.tolist()):
-            self.counters.outcomes[outcome] += n
-
     def _responses(
         self,
         batch: Batch,
-        source: list[int],
-        kinds: list[int],
-        outcomes: list[int],
+        source: np.ndarray,
+        code: np.ndarray,
         occupied: list[int],
         active: list[int],
-        popped: list[list[int]],
+        popped: list[int],
         popped_values: list[np.ndarray],
     ) -> Batch:
         """ACK: the UPDATE header as received with type, outcome and feedback.
         DATA: the popped slot's fields and values. EMPTY: slot fields zero."""
         m = len(source)
-        index = np.asarray(source, np.int64)
-        out = Batch(batch.headers[index], np.zeros((m, self.config.values), np.int32))
+        # np.take copies records as raw bytes; fancy indexing copies a structured array field by field.
+        out = Batch(np.take(batch.headers, source), np.zeros((m, self.config.values), np.int32))
         h = out.headers
         if not m:
             return out
-        kind = np.asarray(kinds, np.uint8)
-        h["msg_type"] = kind
-        h["outcome"] = outcomes
-        util = 255 * np.asarray(occupied, np.int64) // self.config.capacity
+        h["msg_type"] = _MSG_TYPE_OF_CODE[code]
+        h["outcome"] = _OUTCOME_OF_CODE[code]
+        util = 255 * np.array(occupied, np.int64) // self.config.capacity
         h["queue_util"] = util
         h["flags"] = np.where(util >= self.congestion_threshold, FLAG_CONGESTED, 0)
         h["active_clusters"] = np.minimum(active, 255)
         h["num_values"] = 0
-        answers = np.flatnonzero(kind != MsgType.ACK)
+        answers = np.flatnonzero(code >= _POPPED)
         if len(answers):
             h["version"][answers] = VERSION
             h["frac_bits"][answers] = self.config.frac_bits
             h["reserved"][answers] = 0
-            meta = np.asarray(popped, np.int64).reshape(len(answers), len(SLOT_FIELDS))
+            meta = np.array(popped, np.int64).reshape(len(answers), len(SLOT_FIELDS))
             for k, name in enumerate(SLOT_FIELDS):
                 h[name][answers] = meta[:, k]
-            data = answers[kind[answers] == MsgType.DATA]
+            data = np.flatnonzero(code == _POPPED)
             if len(data):
                 h["num_values"][data] = self.config.values
-                out.values[data] = np.stack(popped_values)
+                out.values[data] = np.array(popped_values)
         return out
 
     # -- the rules -----------------------------------------------------------------
-    def _update(self, u: tuple[int, ...], values: np.ndarray) -> Outcome:
-        """One UPDATE, ``u`` its fields in SLOT_FIELDS order."""
+    def _update(self, u: tuple[int, ...], values: np.ndarray, i: int) -> int:
+        """One UPDATE: ``u`` its fields in SLOT_FIELDS order, ``values[i]`` its values."""
         cfg = self.config
         cluster, worker, block = u[0], u[1], u[2]
         key = cluster * cfg.max_blocks + block
         s = self.index[key]
-        if self.mode == Mode.OLAF and s >= 0:
+        if s >= 0 and self.mode == Mode.OLAF:
             slot = self._meta[s]
             if slot[3] == 1 and slot[1] == worker:
-                self._store(s, u, values)
-                return Outcome.REPLACED
+                self._store(s, u, values[i])
+                return _REPLACED
             reward, slot_reward = u[6], slot[6]
             if abs(reward - slot_reward) < self.threshold:
-                self._merge(slot, s, u, values)
-                return Outcome.MERGED
+                self._merge(slot, s, u, values[i])
+                return _MERGED
             if reward > slot_reward:
-                self._store(s, u, values)
-                return Outcome.REPLACED
-            return Outcome.DROPPED_REWARD
+                self._store(s, u, values[i])
+                return _REPLACED
+            return _DROPPED_REWARD
         if self.occupied == cfg.capacity:
-            return Outcome.DROPPED_FULL
+            return _DROPPED_FULL
         s = self.write_ptr
-        self._store(s, u, values)
+        self._store(s, u, values[i])
         self.index[key] = s
         if self.cluster_count[cluster] == 0:
             self.active_clusters += 1
         self.cluster_count[cluster] += 1
         self.write_ptr = (s + 1) % cfg.capacity
         self.occupied += 1
-        return Outcome.ENQUEUED
+        return _ENQUEUED
 
     def _store(self, s: int, u: tuple[int, ...], values: np.ndarray) -> None:
         self._meta[s] = list(u)
@@ -291,22 +305,22 @@ class OlafQueue:
         slot[6] = max(slot[6], u[6])
         slot[7] = min(slot[7], u[7])
         slot[8] |= u[8]
-        total = self._sum
-        np.add(self.values[s], values, out=total, dtype=np.int64)
+        total = self.values[s]
+        np.add(total, values, out=total)
         # np.minimum/np.maximum rather than np.clip: the same saturation without clip's Python wrapper.
         np.minimum(total, INT32_MAX, out=total)
         np.maximum(total, INT32_MIN, out=total)
-        self.values[s] = total
 
-    def _pull(self, popped: list[list[int]], popped_values: list[np.ndarray]) -> MsgType:
-        """Pop the head into ``popped`` (zeros for EMPTY); returns DATA or EMPTY."""
+    def _pull(self, popped: list[int], popped_values: list[np.ndarray]) -> int:
+        """Pop the head into ``popped`` (zeros for EMPTY); returns _POPPED or _WAS_EMPTY."""
         if self.occupied == 0:
-            popped.append([0] * len(SLOT_FIELDS))
-            return MsgType.EMPTY
+            popped.extend(_NO_SLOT)
+            return _WAS_EMPTY
         cfg = self.config
         s = self.read_ptr
         slot = self._meta[s]
-        popped.append(list(slot))
+        popped.extend(slot)
+        # A copy: a later UPDATE in the same batch may reuse the slot.
         popped_values.append(self.values[s].copy())
         cluster = slot[0]
         key = cluster * cfg.max_blocks + slot[2]
@@ -317,4 +331,4 @@ class OlafQueue:
             self.active_clusters -= 1
         self.read_ptr = (s + 1) % cfg.capacity
         self.occupied -= 1
-        return MsgType.DATA
+        return _POPPED

@@ -101,10 +101,11 @@ def encode_array(batch: Batch) -> np.ndarray:
     prefix of ``packet_length`` bytes (see ``encode``).
     """
     n, v = batch.values.shape
-    wire = np.empty(n, packet_dtype(v))
-    wire["h"] = headers_to_wire(batch.headers)
-    wire["v"] = batch.values
-    return wire.view(np.uint8).reshape(n, HEADER_LEN + VALUE_BYTES * v)
+    rows = np.empty((n, HEADER_LEN + VALUE_BYTES * v), np.uint8)
+    # Two plain byte copies: filling a nested structured field goes field by field.
+    rows[:, :HEADER_LEN] = headers_to_wire(batch.headers).view(np.uint8).reshape(n, HEADER_LEN)
+    rows[:, HEADER_LEN:] = batch.values.astype(">i4").view(np.uint8).reshape(n, VALUE_BYTES * v)
+    return rows
 
 
 def packet_lengths(headers: np.ndarray) -> np.ndarray:
@@ -143,11 +144,11 @@ def decode(buffers: Sequence[bytes], values: int) -> Batch:
         picked = itemgetter(*index.tolist())(buffers) if len(index) > 1 else (buffers[index[0]],)
         if length == full:
             wire = np.frombuffer(b"".join(picked), packet_dtype(values))
-            batch.headers[index] = headers_from_wire(wire["h"])
+            np.put(batch.headers, index, headers_from_wire(wire["h"]))
             batch.values[index] = wire["v"]
         else:
             heads = b"".join([p[:HEADER_LEN] for p in picked]) if length > HEADER_LEN else b"".join(picked)
-            batch.headers[index] = headers_from_wire(np.frombuffer(heads, WIRE_DTYPE))
+            np.put(batch.headers, index, headers_from_wire(np.frombuffer(heads, WIRE_DTYPE)))
     return batch
 
 
@@ -163,7 +164,8 @@ def decode_rows(rows: np.ndarray, lengths: np.ndarray, values: int) -> Batch:
         return batch
     has_header = np.flatnonzero(lengths >= HEADER_LEN)
     wire = np.ascontiguousarray(rows[has_header, :HEADER_LEN]).view(WIRE_DTYPE).reshape(-1)
-    batch.headers[has_header] = headers_from_wire(wire)
+    # np.put copies whole records; fancy assignment would copy a structured array field by field.
+    np.put(batch.headers, has_header, headers_from_wire(wire))
     full = HEADER_LEN + VALUE_BYTES * values
     if rows.shape[1] >= full:
         complete = np.flatnonzero(lengths == full)
@@ -190,7 +192,7 @@ def classify(
             is_update & ((nv != values) | (lengths != HEADER_LEN + VALUE_BYTES * nv)),
             Verdict.BAD_LENGTH,
         ),
-        (np.isin(t, (MsgType.ACK, MsgType.DATA, MsgType.EMPTY)), Verdict.NOT_FROM_HOST),
+        ((t == MsgType.ACK) | (t == MsgType.DATA) | (t == MsgType.EMPTY), Verdict.NOT_FROM_HOST),
         ((t == MsgType.PULL) & ((nv != 0) | (lengths != HEADER_LEN)), Verdict.BAD_PULL),
         ((t < MsgType.UPDATE) | (t > MsgType.MODEL), Verdict.BAD_TYPE),
         (h["version"] != VERSION, Verdict.BAD_VERSION),
