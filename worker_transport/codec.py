@@ -158,20 +158,22 @@ def decode_rows(rows: np.ndarray, lengths: np.ndarray, values: int) -> Batch:
     Bytes past each datagram's length are ignored, whatever they hold.
     """
     n = len(rows)
-    batch = Batch.zeros(n, values)
-    batch.lengths = lengths = np.asarray(lengths, np.int64)
-    if n == 0:
-        return batch
-    has_header = np.flatnonzero(lengths >= HEADER_LEN)
-    wire = np.ascontiguousarray(rows[has_header, :HEADER_LEN]).view(WIRE_DTYPE).reshape(-1)
-    # np.put copies whole records; fancy assignment would copy a structured array field by field.
-    np.put(batch.headers, has_header, headers_from_wire(wire))
+    lengths = np.asarray(lengths, np.int64)
     full = HEADER_LEN + VALUE_BYTES * values
+    if n and lengths.min() >= HEADER_LEN:
+        headers = headers_from_wire(np.ascontiguousarray(rows[:, :HEADER_LEN]).view(WIRE_DTYPE).reshape(n))
+    else:
+        headers = np.zeros(n, HEADER_DTYPE)
+        has_header = np.flatnonzero(lengths >= HEADER_LEN)
+        wire = np.ascontiguousarray(rows[has_header, :HEADER_LEN]).view(WIRE_DTYPE).reshape(-1)
+        # np.put copies whole records; fancy assignment would copy a structured array field by field.
+        np.put(headers, has_header, headers_from_wire(wire))
     if rows.shape[1] >= full:
-        complete = np.flatnonzero(lengths == full)
-        body = np.ascontiguousarray(rows[complete, HEADER_LEN:full]).view(">i4")
-        batch.values[complete] = body.reshape(-1, values)
-    return batch
+        body = rows[:, HEADER_LEN:full].view(">i4").astype(np.int32)
+        body[lengths != full] = 0
+    else:
+        body = np.zeros((n, values), np.int32)
+    return Batch(headers, body, lengths)
 
 
 def classify(
