@@ -18,6 +18,7 @@ import os
 import random
 import select
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -124,16 +125,22 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seconds", type=float, default=5.0)
     p.add_argument("--window", type=int, default=256, help="datagrams in flight")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="echo/switch pairs, interleaved so that both see the same machine load")
     args = p.parse_args()
     switch = [sys.executable, "-m", "olaf.cli", "switch", "--listen", "127.0.0.1:0", "--stats-interval", "0"]
     echo = [sys.executable, "-c", ECHO_SERVER]
-    echo_rate = measure(echo, args.seconds, args.window)
-    switch_rate = measure(switch, args.seconds, args.window)
     print(f"load: 70% UPDATE (V=64, 292 B) / 30% PULL, window {args.window}, {args.seconds:g} s each, "
           f"server and load generator on separate cores")
-    print(f"python UDP echo server : {echo_rate:10.0f} packets/s")
-    print(f"olaf switch (OlafQueue): {switch_rate:10.0f} packets/s")
-    print(f"ratio switch/echo: {switch_rate / echo_rate:.2f}")
+    ratios = []
+    for k in range(args.rounds):
+        echo_rate = measure(echo, args.seconds, args.window)
+        switch_rate = measure(switch, args.seconds, args.window)
+        ratios.append(switch_rate / echo_rate)
+        print(f"round {k + 1}: python UDP echo server {echo_rate:8.0f} packets/s, "
+              f"olaf switch (OlafQueue) {switch_rate:8.0f} packets/s, ratio {ratios[-1]:.2f}")
+    print(f"ratio switch/echo: median {statistics.median(ratios):.2f} "
+          f"(min {min(ratios):.2f}, max {max(ratios):.2f}, {args.rounds} rounds)")
 
 
 if __name__ == "__main__":
