@@ -282,7 +282,7 @@ def worker_main(args: argparse.Namespace) -> int:
     policy = OlafPolicy(cfg.capacity) if cfg.mode == "olaf" else AlwaysSend()
     sender = Sender(UdpTransport(_host_port(args.ps)), cluster_id=0, worker_id=w, values=cfg.values,
                     frac_bits=cfg.frac_bits, policy=policy, seed=cfg.seed * 1000 + w,
-                    ack_thread=False)
+                    ack_thread=False, shuffle_blocks=cfg.shuffle_blocks)
     model_sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     model_sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
     model_sock.bind(("0.0.0.0", OLAF_PORT))

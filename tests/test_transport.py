@@ -516,3 +516,29 @@ def test_a_failing_ack_thread_surfaces_in_send_gradient() -> None:
         sender.send_gradient(np.ones(4), reward=0.0, model_version=0)
     assert "interface went away" in sender.stats()["ack_thread_error"]
     sender.close()
+
+
+def test_shuffled_blocks_leave_in_a_fresh_order_and_are_all_acked() -> None:
+    queue, lock = make_switch(capacity=64, values=4, max_blocks=64)
+    transport = QueueTransport(queue, lock)
+    sent: list[list[int]] = []
+    forward = transport.send
+
+    def record(packets: Packets) -> int:
+        sent.append(decode([r.tobytes() for r in packets], 4).headers["block_id"].tolist())
+        return forward(packets)
+
+    transport.send = record  # type: ignore[method-assign]
+    shuffled = Sender(transport, cluster_id=0, worker_id=2, values=4, policy=AlwaysSend(), seed=7,
+                      ack_thread=False, shuffle_blocks=True)
+    for version in range(3):
+        shuffled.send_gradient(np.ones(4 * 20, np.float32), reward=1.0, model_version=version)
+        shuffled.poll(0.1)
+    assert all(sorted(order) == list(range(20)) for order in sent)
+    assert sent[0] != list(range(20)) and sent[0] != sent[1]
+    stats = shuffled.stats()
+    assert stats["sent_blocks"] == stats["acked_blocks"] == 60 and stats["outstanding_blocks"] == 0
+    # The permutations come from their own stream: the P_s stream (untouched by AlwaysSend)
+    # is where an unshuffled sender's would be.
+    assert shuffled.rng.random() == np.random.default_rng(7).random()
+    shuffled.close()

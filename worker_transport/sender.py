@@ -90,6 +90,7 @@ class Sender:
         ack_timeout: float = 1.0,
         record_acks: bool = False,
         clock: Callable[[], int] = wall_clock_us,
+        shuffle_blocks: bool = False,
     ) -> None:
         checks = [
             (0 <= cluster_id <= 0xFFFF, "cluster_id must be 0..65535"),
@@ -108,6 +109,10 @@ class Sender:
         self.frac_bits = frac_bits
         self.policy: SendPolicy = policy if policy is not None else OlafPolicy()
         self.rng = np.random.default_rng(seed)
+        # A drop-tail queue that is full admits the first blocks of each burst: sending
+        # them in a fresh random order per update spreads the losses over all blocks.
+        # Own stream, so that P_s draws are the same with and without it.
+        self.block_rng = np.random.default_rng(seed) if shuffle_blocks else None
         self.clock = clock
         self.ack_timeout_us = int(ack_timeout * 1e6)
         self.contributors = 1 << (worker_id % 32)
@@ -171,6 +176,8 @@ class Sender:
         h["gen_time_us"] = wrap_us(now)
         packets["v"] = blocks
         rows = packets.view(np.uint8).reshape(n, -1)
+        if self.block_rng is not None:
+            rows = rows[self.block_rng.permutation(n)]
         with self._lock:
             # Registered before sending: the first ACK can beat the end of the batch.
             self._pending[self._seq] = _Pending(self.clock(), np.zeros(n, np.uint16), n)

@@ -29,6 +29,8 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, duration: float) -> No
                         help=f"switch queue slots (default {d.capacity})")
     parser.add_argument("--values", type=int, default=d.values,
                         help=f"V, values per block (default {d.values})")
+    parser.add_argument("--shuffle-blocks", action="store_true",
+                        help="workers send each gradient's blocks in random order, not by block id")
     parser.add_argument("--duration", type=float, default=duration,
                         help=f"wall-clock budget in seconds (default {duration:g})")
     parser.add_argument("--target-reward", type=float, default=None,
@@ -91,7 +93,8 @@ def config_from_args(args: argparse.Namespace, *, mode: str, seed: int,
         learner = A2CConfig(learning_rate=args.lr, hidden=args.hidden)
         return RunConfig(env_id=args.env, workers=args.workers, processes=args.processes,
                          mode=mode, pull_rate=args.pull_rate, capacity=args.capacity,
-                         values=args.values, duration=args.duration, target_reward=target,
+                         values=args.values, shuffle_blocks=args.shuffle_blocks,
+                         duration=args.duration, target_reward=target,
                          stop_at_target=stop_at_target, seed=seed, learner=learner,
                          **policies_from_args(args))
     except ValueError as exc:

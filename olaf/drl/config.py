@@ -79,6 +79,9 @@ class RunConfig:
     """PULLs per second the parameter server sends: the bottleneck, in blocks/s."""
     capacity: int = 64
     """OlafQueue slots at the switch."""
+    shuffle_blocks: bool = False
+    """Workers send each gradient's blocks in a random order instead of by block id
+    (a FIFO baseline that does not favour low block ids when the queue is full)."""
     values: int = MAX_VALUES_P4
     """V, gradient values per block."""
     frac_bits: int = DEFAULT_FRAC_BITS

@@ -216,7 +216,8 @@ def _worker_main(
             policy = OlafPolicy(cfg.capacity) if cfg.mode == "olaf" else AlwaysSend()
             sender = Sender(UdpTransport(switch_address), cluster_id=0, worker_id=w,
                             values=cfg.values, frac_bits=cfg.frac_bits, policy=policy,
-                            seed=cfg.seed * 1000 + w, ack_thread=False)
+                            seed=cfg.seed * 1000 + w, ack_thread=False,
+                            shuffle_blocks=cfg.shuffle_blocks)
             worker = RolloutWorker(cfg.env_id, w, cfg.learner, cfg.seed * 1000 + w)
             if cfg.aggregation == "staleness-aware":
                 worker.rho = cfg.staleness.rho
