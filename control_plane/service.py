@@ -992,16 +992,19 @@ class P4RuntimeServer:
                  max_streams: int = 8) -> None:
         self.service = P4RuntimeService(switch, device_id, max_streams)
         # Each StreamChannel holds a worker for its lifetime; keep some for unary RPCs.
-        workers = ThreadPoolExecutor(2 * max_streams + 4, thread_name_prefix="olaf-p4rt")
+        self._workers = ThreadPoolExecutor(2 * max_streams + 4, thread_name_prefix="olaf-p4rt")
         # No SO_REUSEPORT: a second server on a taken port must fail, not share it silently.
-        self._server = grpc.server(workers, options=[("grpc.so_reuseport", 0)])
+        self._server = grpc.server(self._workers, options=[("grpc.so_reuseport", 0)])
         self._server.add_generic_rpc_handlers((_handlers(self.service),))
         try:
             port = self._server.add_insecure_port(address)
         except RuntimeError as e:
-            raise OSError(f"cannot listen for P4Runtime on {address}: {e}") from None
+            port, reason = 0, f": {e}"
+        else:
+            reason = ""
         if port == 0:
-            raise OSError(f"cannot listen for P4Runtime on {address}")
+            self._workers.shutdown()
+            raise OSError(f"cannot listen for P4Runtime on {address}{reason}")
         self.address = f"{address.rpartition(':')[0]}:{port}"
         self.port = port
 
@@ -1012,6 +1015,9 @@ class P4RuntimeServer:
     def stop(self, grace: float = 1.0) -> None:
         self.service.close()
         self._server.stop(grace).wait()
+        # grpc does not shut down an executor it was given: without this its idle
+        # threads live on until the garbage collector happens to collect it.
+        self._workers.shutdown(wait=True)
 
     def __enter__(self) -> P4RuntimeServer:
         return self.start()

@@ -721,3 +721,22 @@ def test_random_writes_and_reads_get_p4runtime_errors_never_internal(shell) -> N
     responses, _, _ = switch.pipeline.handle([pull()])  # the data path still answers
     assert len(responses) == 1
     assert s.Capabilities(p4runtime_pb2.CapabilitiesRequest()).p4runtime_api_version
+
+
+def test_stopping_the_server_ends_its_worker_threads() -> None:
+    import threading
+
+    def p4rt_threads() -> set[threading.Thread]:
+        return {t for t in threading.enumerate() if t.name.startswith("olaf-p4rt")}
+
+    before = p4rt_threads()
+    switch = UdpSwitch(OlafQueue(QueueConfig()), "127.0.0.1", 0)
+    server = P4RuntimeServer(switch, "127.0.0.1:0").start()
+    try:
+        s = stub(server)
+        s.Capabilities(p4runtime_pb2.CapabilitiesRequest())  # puts a worker thread to use
+        assert p4rt_threads() - before
+    finally:
+        server.stop(0.5)
+        switch.close()
+    assert p4rt_threads() - before == set()
