@@ -32,6 +32,11 @@ control OlafIngress(inout headers_t hdr,
         if (meta.cfg_max_blocks > OLAF_MAX_BLOCKS) {
             meta.cfg_max_blocks = OLAF_MAX_BLOCKS;
         }
+        /* The reference queue refuses any mode but OLAF and FIFO; a table write to this
+         * switch is not checked, so an unknown mode queues as FIFO does (no merging). */
+        if (meta.cfg_mode != MODE_OLAF) {
+            meta.cfg_mode = MODE_FIFO;
+        }
         meta.short_reply = 0;
         /* bmv2 allows one apply() site per table, so both users of ipv4_lpm set this. */
         bool forward = false;
@@ -148,9 +153,7 @@ control OlafIngress(inout headers_t hdr,
                     reg_slot_reward.write(s32, hdr.olaf.reward);
                     reg_slot_gen_time_us.write(s32, hdr.olaf.gen_time_us);
                     reg_slot_contributors.write(s32, hdr.olaf.contributors);
-                    for (bit<32> i = 0; i < OLAF_V; i = i + 1) {
-                        reg_values.write(base + i, (bit<32>)hdr.values[i].value);
-                    }
+#include "values_store.p4"
                 }
                 if (merge) {
                     bit<16> agg;
@@ -185,10 +188,7 @@ control OlafIngress(inout headers_t hdr,
                      * before the add. Declaring it unsigned makes the type checker
                      * demand that cast: one (int<32>), lowered by p4c to two_comp_mod. */
                     bit<32> current;
-                    for (bit<32> i = 0; i < OLAF_V; i = i + 1) {
-                        reg_values.read(current, base + i);
-                        reg_values.write(base + i, (bit<32>)(((int<32>)current) |+| hdr.values[i].value));
-                    }
+#include "values_merge.p4"
                 }
                 if (append) {
                     reg_index.write(index_key, slot + 1);
@@ -243,11 +243,7 @@ control OlafIngress(inout headers_t hdr,
                     reg_slot_contributors.read(hdr.olaf.contributors, s32);
                     hdr.olaf.num_values = OLAF_V8;
                     bit<32> cell;
-                    for (bit<32> i = 0; i < OLAF_V; i = i + 1) {
-                        hdr.values[i].setValid();
-                        reg_values.read(cell, base + i);
-                        hdr.values[i].value = (int<32>)cell;
-                    }
+#include "values_load.p4"
 
                     bit<32> index_key = ((bit<32>)hdr.olaf.cluster_id << OLAF_BLOCK_SHIFT)
                                   | (bit<32>)hdr.olaf.block_id;
@@ -287,9 +283,7 @@ control OlafIngress(inout headers_t hdr,
                     hdr.olaf.msg_type = MSG_ACK;
                     hdr.olaf.outcome = outcome;
                     hdr.olaf.num_values = 0;
-                    for (bit<32> i = 0; i < OLAF_V; i = i + 1) {
-                        hdr.values[i].setInvalid();
-                    }
+#include "values_strip.p4"
                 }
                 /* Feedback after the operation. */
                 bit<16> occupied_now;
