@@ -232,12 +232,7 @@ class Controller:
             return self
         if sh.client is not None:
             raise RuntimeError("another p4runtime-shell session is open in this process; close it first")
-        try:
-            client = _Client(self.device_id, self.target, self.election_id, self.timeout)
-        except ConnectionError as e:
-            raise ConnectionError(f"no P4Runtime session with {self.target} "
-                                  f"(device {self.device_id}): {e}") from None
-        self._client = sh.client = client
+        self._client = sh.client = self._connect()
         # Entity objects print themselves as they are built unless told not to.
         global_options.set_option(Options.verbose, False)
         try:
@@ -246,6 +241,14 @@ class Controller:
             self.close()
             raise
         return self
+
+    def _connect(self) -> _Client:
+        """The gRPC channel and arbitration stream: everything about how to reach the target."""
+        try:
+            return _Client(self.device_id, self.target, self.election_id, self.timeout)
+        except ConnectionError as e:
+            raise ConnectionError(f"no P4Runtime session with {self.target} "
+                                  f"(device {self.device_id}): {e}") from None
 
     def close(self) -> None:
         client, self._client = self._client, None
@@ -329,8 +332,17 @@ class Controller:
         req.config.p4_device_config = device_config
         if cookie is not None:
             req.config.cookie.cookie = cookie
-        with _p4rt_errors("SetForwardingPipelineConfig"):
-            client.stub.SetForwardingPipelineConfig(req, timeout=max(self.timeout, 30.0))
+        try:
+            with _p4rt_errors("SetForwardingPipelineConfig"):
+                client.stub.SetForwardingPipelineConfig(req, timeout=max(self.timeout, 30.0))
+        except ControllerError as e:
+            # PI (bmv2's server) opens the stream for any device id but can only assign its
+            # own; a mismatch shows up here, as this bare message, and nowhere earlier.
+            if "assign device" in e.message:
+                raise ControllerError(e.code, f"{e.message} (is the target's device id "
+                                      f"{self.device_id}? simple_switch_grpc's is --device-id, "
+                                      "default 0)") from None
+            raise
         if action != "verify":
             sh.context.set_p4info(info)
 
@@ -493,12 +505,17 @@ class Controller:
         return out
 
     def reset_counters(self) -> None:
+        """Every cell of both counters to 0, cell by cell: bmv2 refuses a wildcard write
+        to an indirect counter (UNIMPLEMENTED)."""
         self._require_pipeline(write=True)
+        sizes = {c.preamble.name: c.size for c in sh.context.p4info.counters}
         for name in (OUTCOME_COUNTER, MSG_TYPE_COUNTER):
-            c = sh.CounterEntry(name)
-            c.packet_count = 0
-            with _p4rt_errors(f"reset {name}"):
-                c.modify()
+            for index in range(sizes[name]):
+                c = sh.CounterEntry(name)
+                c.index = index
+                c.packet_count = 0
+                with _p4rt_errors(f"reset {name}[{index}]"):
+                    c.modify()
 
     def register(self, name: str, index: int | None = None) -> list[int]:
         """A register's cells (one if ``index`` is given), via a P4Runtime RegisterEntry read.

@@ -5,10 +5,15 @@ Everything created is recorded and removed again by ``close``; nothing else is t
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
+import socket
 import subprocess
 import sys
+import threading
+
+CLONE_NEWNET = 0x40000000
 
 
 def can_create_namespaces() -> str | None:
@@ -72,6 +77,39 @@ class Hosts:
             stderr=subprocess.PIPE,
             text=True,
         )
+
+    def udp_socket(self, name: str) -> socket.socket:
+        """A UDP socket that lives in host ``name``'s namespace, usable from any thread.
+
+        A socket stays in the namespace it was created in, so a short-lived thread enters
+        the namespace (setns changes only the calling thread's), creates it and ends. The
+        UDP checksum is left out (SO_NO_CHECK): veth would leave it to an offload that a
+        software switch never performs.
+        """
+        made: list[socket.socket | BaseException] = []
+
+        def create() -> None:
+            try:
+                libc = ctypes.CDLL(None, use_errno=True)
+                with open(f"/var/run/netns/{self.namespace(name)}") as ns:
+                    if libc.setns(ns.fileno(), CLONE_NEWNET) != 0:
+                        raise OSError(ctypes.get_errno(), "setns")
+                sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                sock.setsockopt(socket.SOL_SOCKET, 11, 1)  # SO_NO_CHECK
+                made.append(sock)
+            except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
+                made.append(e)
+
+        thread = threading.Thread(target=create)
+        thread.start()
+        thread.join()
+        if isinstance(made[0], BaseException):
+            raise made[0]
+        return made[0]
+
+    def neighbour(self, name: str, address: str, mac: str) -> None:
+        """A static ARP entry on host ``name``'s eth0 (a P4 switch answers no ARP)."""
+        ip("-n", self.namespace(name), "neigh", "replace", address, "lladdr", mac, "dev", "eth0")
 
     def close(self) -> None:
         for link in self.links:

@@ -1,14 +1,17 @@
-"""The controller (p4runtime-shell underneath) against a running ``olaf switch --p4runtime``.
+"""The controller (p4runtime-shell underneath) against a running OLAF target.
 
-What the controller writes must show on the data path: the tests send OLAF messages
-over UDP to the switch process and look at the answers. A bmv2 section runs when
-``simple_switch_grpc`` and ``p4c`` are on PATH and skips otherwise.
+What the controller writes must show on the data path. The data-path tests run twice:
+against ``olaf switch --p4runtime`` (OLAF messages over UDP on loopback) and against
+bmv2's ``simple_switch_grpc`` running ``p4/olaf.p4`` compiled with p4c, whose port 1 is a
+veth pair to a host in a network namespace the test creates (``olaf-`` prefix); the
+test talks OLAF from a socket inside that namespace. The bmv2 runs skip with the reason
+when p4c, ``simple_switch_grpc`` or root are missing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-import shutil
 import socket
 import subprocess
 import sys
@@ -19,6 +22,7 @@ from pathlib import Path
 import pytest
 from p4runtime_sh.p4runtime import P4RuntimeClient
 
+from bmv2_topologies import bmv2
 from control_plane.controller import (
     Controller,
     ControllerError,
@@ -28,38 +32,49 @@ from control_plane.controller import (
     tofino_device_config,
 )
 from control_plane.threshold import ThresholdLoop, pipeline_threshold_setter
-from tests.switch_process import REPO, SwitchProcess, olaf_command, running_switch
+from tests.netns import Hosts, can_create_namespaces
+from tests.switch_process import REPO, olaf_command, running_switch
 from tests.vectors.generate import pull, update
-from worker_transport.protocol import FLAG_CONGESTED, Mode, MsgType, Olaf, Outcome
+from worker_transport.protocol import FLAG_CONGESTED, OLAF_PORT, Mode, MsgType, Olaf, Outcome
 
 P4INFO = Path(REPO) / "p4" / "olaf.p4info.txtpb"
+BMV2_MISSING = bmv2.missing() or can_create_namespaces()
+needs_bmv2 = pytest.mark.skipif(BMV2_MISSING is not None, reason=f"bmv2 path: {BMV2_MISSING}")
+HOST_IP, HOST_MAC = "10.215.0.1", "02:00:00:0d:00:01"
+SWITCH_IP, SWITCH_MAC = "10.215.0.254", "02:00:00:0d:00:fe"
 
 
 class Target:
-    """A running switch process: its UDP data path and its P4Runtime address."""
+    """A switch under test: its P4Runtime address, what a push sends, and a socket that
+    talks OLAF to it (answers come back to the port the request came in on)."""
 
-    def __init__(self, sw: SwitchProcess) -> None:
-        self.sw = sw
-        line = sw.proc.stdout.readline()
-        assert line.startswith("p4runtime on "), line
-        self.p4runtime = line.split()[-1]
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.settimeout(2.0)
+    def __init__(self, kind: str, p4runtime: str, sock: socket.socket, address: tuple[str, int],
+                 port: int, p4info: Path = P4INFO, device_config: bytes = b"") -> None:
+        self.kind = kind
+        self.p4runtime = p4runtime
+        self.sock = sock
+        self.address = address
+        self.port = port
+        """The switch port the answers leave by (drop_sim's match)."""
+        self.p4info = p4info
+        self.device_config = device_config
+
+    def push(self, c: Controller, action: str = "commit") -> None:
+        c.push_pipeline(self.p4info, self.device_config, action=action)
 
     def ask(self, *messages: bytes, expect: int | None = None, timeout: float = 2.0) -> list[Olaf]:
         """Send messages one by one; collect ``expect`` answers (default one each)."""
         self.sock.settimeout(timeout)
         answers = []
         for m in messages:
-            self.sock.sendto(m, self.sw.address)
+            self.sock.sendto(m, self.address)
         for _ in range(len(messages) if expect is None else expect):
             answers.append(Olaf(self.sock.recv(65535)))
         return answers
 
     def silent(self, message: bytes, wait: float = 0.4) -> bool:
         """True when no answer comes back within ``wait`` seconds."""
-        self.sock.sendto(message, self.sw.address)
+        self.sock.sendto(message, self.address)
         self.sock.settimeout(wait)
         try:
             self.sock.recv(65535)
@@ -72,32 +87,110 @@ class Target:
             pass
 
 
-@pytest.fixture(scope="module")
-def target() -> Iterator[Target]:
+def p4runtime_address(proc: subprocess.Popen) -> str:
+    line = proc.stdout.readline()
+    assert line.startswith("p4runtime on "), line
+    return line.split()[-1]
+
+
+@contextlib.contextmanager
+def soft_target() -> Iterator[Target]:
     with running_switch("--listen", "127.0.0.1:0", "--p4runtime", "127.0.0.1:0", "--seed", "7") as sw:
-        t = Target(sw)
-        yield t
-        t.sock.close()
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sock.bind(("127.0.0.1", 0))
+        with sock:
+            yield Target("soft", p4runtime_address(sw.proc), sock, sw.address, port=0)
     assert sw.proc.returncode == 0, sw.stderr
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def simple_switch_grpc(work: Path, ports: dict[int, str], device_id: int = 1) -> Iterator[str]:
+    """``simple_switch_grpc`` on ``ports`` (number -> interface), no program yet; yields its
+    P4Runtime address once it accepts a session, and stops it (by PID) afterwards."""
+    grpc_address = f"127.0.0.1:{_free_port()}"
+    argv = ["simple_switch_grpc", "--device-id", str(device_id), "--thrift-port", str(_free_port()),
+            "--notifications-addr", f"ipc://{work}/bmv2-notifications.ipc",
+            "--log-file", str(work / "bmv2"), "--log-flush", "--log-level", "warn"]
+    for number, interface in sorted(ports.items()):
+        argv += ["-i", f"{number}@{interface}"]
+    argv += ["--no-p4", "--", "--grpc-server-addr", grpc_address]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                Controller(grpc_address, device_id=device_id, election_id=None, timeout=2).open().close()
+                break
+            except ConnectionError:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"simple_switch_grpc exited: {proc.stderr.read()}") from None
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.3)
+        yield grpc_address
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        proc.stderr.close()
+
+
+@pytest.fixture(scope="session")
+def bmv2_program(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """p4/olaf.p4 compiled with p4c: (bmv2 JSON, the P4Info p4c wrote)."""
+    return bmv2.compile_program(tmp_path_factory.mktemp("p4build"))
+
+
+@contextlib.contextmanager
+def bmv2_target(work: Path, program: tuple[Path, Path]) -> Iterator[Target]:
+    """simple_switch_grpc whose port 1 leads to host ``h`` (its own namespace)."""
+    hosts = Hosts()
+    try:
+        port = hosts.add("h", f"{HOST_IP}/24", HOST_MAC)
+        hosts.neighbour("h", SWITCH_IP, SWITCH_MAC)
+        with simple_switch_grpc(work, {1: port}) as address, hosts.udp_socket("h") as sock:
+            sock.bind((HOST_IP, 0))
+            yield Target("bmv2", address, sock, (SWITCH_IP, OLAF_PORT), port=1,
+                         p4info=program[1], device_config=bmv2_device_config(program[0]))
+    finally:
+        hosts.close()
+    assert hosts.leftovers() == []
+
+
+@pytest.fixture(scope="module", params=["soft", pytest.param("bmv2", marks=needs_bmv2)])
+def target(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
+    if request.param == "soft":
+        with soft_target() as t:
+            yield t
+    else:
+        program = request.getfixturevalue("bmv2_program")
+        with bmv2_target(tmp_path_factory.mktemp("bmv2"), program) as t:
+            yield t
 
 
 @pytest.fixture(scope="module")
 def elections() -> Iterator[Target]:
     """A switch of its own for the tests that raise the highest election id it has seen."""
-    with running_switch("--listen", "127.0.0.1:0", "--p4runtime", "127.0.0.1:0") as sw:
-        t = Target(sw)
+    with soft_target() as t:
         with Controller(t.p4runtime, election_id=(5, 0)) as c:
             c.push_pipeline(P4INFO)
         yield t
-        t.sock.close()
-    assert sw.proc.returncode == 0, sw.stderr
 
 
 @pytest.fixture
 def ctl(target: Target) -> Iterator[Controller]:
     """A primary controller with a freshly committed pipeline (routes, drops, settings reset)."""
     with Controller(target.p4runtime) as c:
-        c.push_pipeline(P4INFO)
+        target.push(c)
         target.drain()
         yield c
 
@@ -145,31 +238,38 @@ def test_congestion_threshold_and_counters_match_the_packets(target: Target, ctl
     answers = target.ask(*(update(w, block=w) for w in range(1, 4)))
     assert [a.flags & FLAG_CONGESTED for a in answers] == [0, 0, FLAG_CONGESTED]
     state = ctl.queue_state()
-    assert state is not None and state["occupied"] == 3 and state["active_clusters"] == 1
-    assert state["write_ptr"] == (state["read_ptr"] + 3) % 64 and state["cluster_count"][0] == 3
-    target.ask(pull(), pull(), pull(), pull())
+    if target.kind == "bmv2":
+        assert state is None  # simple_switch_grpc serves no register reads over P4Runtime
+    else:
+        assert state is not None and state["occupied"] == 3 and state["active_clusters"] == 1
+        assert state["write_ptr"] == (state["read_ptr"] + 3) % 64 and state["cluster_count"][0] == 3
+    assert [a.msg_type for a in target.ask(pull(), pull(), pull(), pull())] == [MsgType.DATA] * 3 + [
+        MsgType.EMPTY]
     target.silent(b"\x17" * 10)  # too short: dropped, counted invalid
     after = ctl.counters()
     assert after["msg_types"]["UPDATE"] - before["msg_types"]["UPDATE"] == 3
     assert after["msg_types"]["PULL"] - before["msg_types"]["PULL"] == 4
     assert after["outcomes"]["ENQUEUED"] - before["outcomes"]["ENQUEUED"] == 3
     assert after["outcomes"]["DROPPED_INVALID"] - before["outcomes"]["DROPPED_INVALID"] == 1
-    assert ctl.register("reg_occupied") == [0]
+    ctl.reset_counters()
+    assert ctl.counters() == {kind: dict.fromkeys(after[kind], 0) for kind in after}
+    target.ask(pull())
+    assert ctl.counters()["msg_types"]["PULL"] == 1
 
 
 def test_drop_probability_set_over_p4runtime_drops_answers(target: Target, ctl: Controller) -> None:
-    ctl.set_drop_prob(0, 1.0)  # 65535/65536 with the switch's seeded RNG
-    assert ctl.drop_probs() == {0: 65535 / 65536}
+    ctl.set_drop_prob(target.port, 1.0)  # 65535/65536: a random16 of 65535 would pass
+    assert ctl.drop_probs() == {target.port: 65535 / 65536}
     before = ctl.counters()["msg_types"]["PULL"]
     assert target.silent(pull())
     assert ctl.counters()["msg_types"]["PULL"] == before + 1  # processed, answer dropped
-    ctl.set_drop_prob(0, 0.0)
+    ctl.set_drop_prob(target.port, 0.0)
     assert target.ask(pull())[0].msg_type == MsgType.EMPTY
     ctl.set_drop_prob(None, 0.5)
-    assert ctl.drop_probs() == {0: 0.0, None: 0.5}
+    assert ctl.drop_probs() == {target.port: 0.0, None: 0.5}
 
 
-def test_topology_routes_install_and_read_back(tmp_path: Path, ctl: Controller) -> None:
+def test_topology_routes_install_and_read_back(tmp_path: Path, target: Target, ctl: Controller) -> None:
     topo = tmp_path / "topo.json"
     topo.write_text(json.dumps({"switches": {"s1": {
         "routes": [{"prefix": "10.0.1.1/32", "port": 1, "mac": "08:00:00:00:01:11"},
@@ -185,9 +285,10 @@ def test_topology_routes_install_and_read_back(tmp_path: Path, ctl: Controller) 
     with pytest.raises(ControllerError) as e:
         ctl.delete_route("10.0.0.0/8")
     assert e.value.code == "NOT_FOUND"
-    with pytest.raises(ControllerError) as e:
-        ctl.configure(capacity=128)
-    assert e.value.code == "INVALID_ARGUMENT" and "capacity is 64" in e.value.message
+    if target.kind == "soft":  # fixed at start; bmv2's program reads it from the table
+        with pytest.raises(ControllerError) as e:
+            ctl.configure(capacity=128)
+        assert e.value.code == "INVALID_ARGUMENT" and "capacity is 64" in e.value.message
     with pytest.raises(ValueError, match="name one"):
         Topology.load(topo)
     with pytest.raises(ValueError, match="no switch 's9'"):
@@ -197,8 +298,14 @@ def test_topology_routes_install_and_read_back(tmp_path: Path, ctl: Controller) 
         Topology.load(tmp_path / "bad.json")
 
 
-def test_registers_the_switch_does_not_keep_are_reported(ctl: Controller) -> None:
+def test_registers_a_target_does_not_serve_are_reported(target: Target, ctl: Controller) -> None:
     from control_plane.p4info import load_p4info
+
+    if target.kind == "bmv2":  # bmv2 1.15.5 answers every register read so
+        with pytest.raises(ControllerError, match="Register reads are not supported") as e:
+            ctl.register("reg_occupied")
+        assert e.value.code == "UNIMPLEMENTED" and ctl.queue_state() is None
+        return
 
     info = load_p4info(P4INFO)
     extra = info.registers.add()
@@ -330,9 +437,9 @@ def delivered(hosts, payload: bytes, dst: str, wait: float) -> bytes | None:
     return None if out.strip() == "timeout" else bytes.fromhex(out.split()[1])
 
 
-def test_routes_written_over_p4runtime_forward_frames(tmp_path: Path) -> None:
-    from tests.netns import Hosts, can_create_namespaces
-
+@pytest.mark.parametrize("kind", ["soft", pytest.param("bmv2", marks=needs_bmv2)])
+def test_routes_written_over_p4runtime_forward_frames(kind: str, tmp_path: Path,
+                                                      request: pytest.FixtureRequest) -> None:
     reason = can_create_namespaces()
     if reason is not None:
         pytest.skip(reason)
@@ -341,15 +448,23 @@ def test_routes_written_over_p4runtime_forward_frames(tmp_path: Path) -> None:
     try:
         port_a = hosts.add("a", f"{ip_a}/24", mac_a)
         port_b = hosts.add("b", f"{ip_b}/24", mac_b)
-        with running_switch("-i", f"1@{port_a}", "-i", f"2@{port_b}", "--route", f"{ip_b}/32=2,{mac_b}",
-                            "--p4runtime", "127.0.0.1:0") as sw:
-            line = sw.proc.stdout.readline()
-            assert line.startswith("p4runtime on "), line
-            with Controller(line.split()[-1]) as c:
-                c.push_pipeline(P4INFO, action="reconcile")  # keeps the command line's route
-                assert c.routes() == [Route(f"{ip_b}/32", 2, mac_b)]
-                assert delivered(hosts, b"before", ip_b, wait=8) == b"before"
-                c.push_pipeline(P4INFO)  # commit: a fresh pipeline has no routes
+        hosts.neighbour("a", ip_b, "02:00:00:0b:00:fe")  # the switch's side: a P4 switch answers no ARP
+        with contextlib.ExitStack() as stack:
+            if kind == "soft":
+                sw = stack.enter_context(running_switch(
+                    "-i", f"1@{port_a}", "-i", f"2@{port_b}", "--route", f"{ip_b}/32=2,{mac_b}",
+                    "--p4runtime", "127.0.0.1:0"))
+                address, p4info, config = p4runtime_address(sw.proc), P4INFO, b""
+            else:
+                program = request.getfixturevalue("bmv2_program")
+                address = stack.enter_context(simple_switch_grpc(tmp_path, {1: port_a, 2: port_b}))
+                p4info, config = program[1], bmv2_device_config(program[0])
+            with Controller(address) as c:
+                if kind == "soft":
+                    c.push_pipeline(p4info, config, action="reconcile")  # keeps the command line's route
+                    assert c.routes() == [Route(f"{ip_b}/32", 2, mac_b)]
+                    assert delivered(hosts, b"before", ip_b, wait=8) == b"before"
+                c.push_pipeline(p4info, config)  # commit: a fresh pipeline has no routes
                 assert c.routes() == []
                 assert delivered(hosts, b"unrouted", ip_b, wait=1.0) is None
                 topo = tmp_path / "topo.json"
@@ -359,8 +474,9 @@ def test_routes_written_over_p4runtime_forward_frames(tmp_path: Path) -> None:
                 assert delivered(hosts, b"routed", ip_b, wait=8) == b"routed"
                 c.delete_route(f"{ip_b}/32")
                 assert delivered(hosts, b"deleted", ip_b, wait=1.0) is None
-        assert sw.proc.returncode == 0, sw.stderr
-        assert sw.final["forwarded"] >= 2
+        if kind == "soft":
+            assert sw.proc.returncode == 0, sw.stderr
+            assert sw.final["forwarded"] >= 2
     finally:
         hosts.close()
     assert hosts.leftovers() == []
@@ -416,51 +532,14 @@ def test_tutorials_topology_derives_routes(tmp_path: Path) -> None:
     assert all(r.mac for r in topo.routes)
 
 
-# -- bmv2 ---------------------------------------------------------------------------------------
-P4C = shutil.which("p4c-bm2-ss") or shutil.which("p4c")
-BMV2 = shutil.which("simple_switch_grpc") and P4C
-
-
-@pytest.mark.skipif(not BMV2, reason="simple_switch_grpc and p4c (or p4c-bm2-ss) are not on PATH")
-def test_same_controller_drives_bmv2(tmp_path: Path) -> None:
-    json_path, info = tmp_path / "olaf.json", tmp_path / "olaf.p4info.txtpb"
-    source = str(Path(REPO) / "p4" / "olaf.p4")
-    if P4C.endswith("p4c-bm2-ss"):
-        cmd = [P4C, "--arch", "v1model", "--p4runtime-files", str(info), "-o", str(json_path), source]
-    else:  # the p4c driver writes <program>.json into the -o directory
-        cmd = [P4C, "--target", "bmv2", "--arch", "v1model", "--p4runtime-files", str(info),
-               "-o", str(tmp_path), source]
-    subprocess.run(cmd, check=True, cwd=Path(REPO) / "p4", timeout=300)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        ["simple_switch_grpc", "--no-p4", "--", "--grpc-server-addr", f"127.0.0.1:{port}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                c = Controller(f"127.0.0.1:{port}", timeout=2).open()
-                break
-            except ConnectionError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.5)
-        with c:
-            c.push_pipeline(info, bmv2_device_config(json_path))
-            c.add_route("10.0.1.1/32", 1, "08:00:00:00:01:11")
-            assert c.routes() == [Route("10.0.1.1/32", 1, "08:00:00:00:01:11")]
-            c.configure(mode="fifo", congestion_threshold=100)
-            assert c.settings().mode == Mode.FIFO
-            c.set_reward_threshold(0.5)
-            assert c.settings().threshold == 0.5 * 65536
-            c.set_drop_prob(1, 0.5)
-            assert set(c.counters()["outcomes"]) == {o.name for o in Outcome}
-            c.queue_state()  # bmv2 does not serve registers (PI#376): None, not an error
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+# -- bmv2 only ------------------------------------------------------------------------------------
+@needs_bmv2
+def test_bmv2_device_id_mismatch_is_named(tmp_path: Path, bmv2_program: tuple[Path, Path]) -> None:
+    """PI accepts the stream for any device id and fails only the push, with a bare message."""
+    with simple_switch_grpc(tmp_path, {}, device_id=3) as address, Controller(address) as c:
+        with pytest.raises(ControllerError, match="is the target's device id 1") as e:
+            c.push_pipeline(bmv2_program[1], bmv2_device_config(bmv2_program[0]))
+        assert e.value.code == "UNKNOWN" and not c.has_pipeline
 
 
 if __name__ == "__main__":
