@@ -1,0 +1,201 @@
+"""The software switch against bmv2's simple_switch, both on AF_PACKET ports, same traffic.
+
+One host in a network namespace (``olaf-bmv2bench<pid>``) is joined to the root
+namespace by a veth pair. Each round starts a switch on the root side of that pair
+— ``olaf switch -i 1@IFACE`` (the reference OlafQueue in interface mode) or
+``simple_switch -i 1@IFACE`` running ``p4/olaf.p4`` compiled here with ``p4c-bm2-ss``
+— and the host runs ``bench_switch``'s closed-loop load generator (its traffic: 70 %
+UPDATE with V = 64 over 8 clusters, 32 workers and 64 blocks, 30 % PULL, moved with
+``sendmmsg``/``recvmmsg`` through the host's kernel UDP stack) against the PS
+address behind the switch, counting answers per second. Both switches answer on the
+port a message came in on, so every answer comes back to the host. Rounds alternate
+soft and bmv2 so that both see the same machine load; each switch is pinned to one
+core and the generator to another.
+
+bmv2 as shipped in ``.p4tools`` has its logging macros compiled in (the benchmark
+checks the binary for bmv2's per-packet log strings and says so); a bmv2 built with
+``--disable-logging-macros`` is faster, so the ratio here is against that slower build.
+Needs root (namespaces, AF_PACKET) and p4c-bm2-ss + simple_switch on PATH.
+Run: ``.venv/bin/python benchmarks/bench_bmv2.py`` (``--help`` for rounds, seconds, window).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # benchmarks/ and tests/ helpers, when run as a script
+
+from tests.netns import Hosts, can_create_namespaces, ip  # noqa: E402
+from tests.p4_replay import HOST_MAC, SWITCH_MAC, compile_p4, missing_tools  # noqa: E402
+from worker_transport.protocol import OLAF_PORT, MsgType, Olaf  # noqa: E402
+
+HOST_ADDRESS = "10.0.0.1"
+PS_ADDRESS = "10.0.0.100"
+"""Where the host sends: behind the switch, which answers OLAF messages itself."""
+LOGGING_MARKER = b"Processing packet received on port"
+"""A per-packet BMLOG_DEBUG_PKT format string: present only when bmv2's logging macros are compiled in."""
+
+# Runs inside the host's namespace: wait until the switch answers, then bench_switch's generator.
+GENERATOR = """
+import select, socket, sys, time
+sys.path.insert(0, sys.argv[1])
+from benchmarks.bench_switch import generate
+from worker_transport.protocol import MsgType, Olaf
+address = (sys.argv[2], int(sys.argv[3]))
+seconds, window = float(sys.argv[4]), int(sys.argv[5])
+cpu = None if sys.argv[6] == "-" else int(sys.argv[6])
+probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+deadline = time.monotonic() + 60
+while True:
+    probe.sendto(bytes(Olaf(msg_type=MsgType.PULL)), address)
+    if select.select([probe], [], [], 0.1)[0]:
+        break
+    if time.monotonic() > deadline:
+        sys.exit("the switch never answered a PULL")
+probe.close()
+
+class Out:
+    def put(self, rate):
+        print(f"rate {rate:.1f}", flush=True)
+
+generate(address, seconds, window, cpu, Out())
+"""
+
+
+def bmv2_logging_macros(binary: str) -> bool:
+    """Whether a bmv2 binary has its per-packet logging compiled in (see ``LOGGING_MARKER``)."""
+    return LOGGING_MARKER in Path(binary).read_bytes()
+
+
+def parse_rate(stdout: str) -> float:
+    """The generator's answers/s from its output (``rate R``)."""
+    for line in stdout.splitlines():
+        if line.startswith("rate "):
+            return float(line.split()[1])
+    raise RuntimeError(f"the load generator printed no rate: {stdout!r}")
+
+
+def free_tcp_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """Stop a process this benchmark started, by its PID."""
+    if proc.poll() is None:
+        os.kill(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+class Bench:
+    """The namespace, the veth pair and the compiled program, for the whole run."""
+
+    def __init__(self, work: Path) -> None:
+        self.work = work
+        self.program = compile_p4(work / "build")
+        self.hosts = Hosts()
+        try:
+            mac = ":".join(f"{b:02x}" for b in HOST_MAC)
+            self.iface = self.hosts.add("bmv2bench", f"{HOST_ADDRESS}/24", mac)
+            ns = self.hosts.namespace("bmv2bench")
+            # Answers are sent to the MAC the request came from, so the switch needs no ARP.
+            ip("-n", ns, "neigh", "replace", PS_ADDRESS, "lladdr",
+               ":".join(f"{b:02x}" for b in SWITCH_MAC), "dev", "eth0")
+            # Full UDP checksums on the wire: neither switch completes a partial one.
+            subprocess.run(["ip", "netns", "exec", ns, "ethtool", "-K", "eth0", "tx", "off"],
+                           capture_output=True, check=False)
+            subprocess.run(["ethtool", "-K", self.iface, "tx", "off"], capture_output=True, check=False)
+        except BaseException:
+            self.hosts.close()
+            raise
+        cpus = sorted(os.sched_getaffinity(0))
+        self.switch_cpu, self.load_cpu = (cpus[0], cpus[1]) if len(cpus) >= 2 else (None, None)
+
+    def commands(self) -> dict[str, list[str]]:
+        soft = [sys.executable, "-m", "olaf.cli", "switch", "-i", f"1@{self.iface}", "--stats-interval", "0"]
+        bmv2 = ["simple_switch", "-i", f"1@{self.iface}", "--thrift-port", str(free_tcp_port()),
+                "--device-id", str(os.getpid() % 60000 + 1),
+                # Its own notification socket: other simple_switch processes may run beside it.
+                "--notifications-addr", f"ipc://{self.work}/notifications.ipc", str(self.program)]
+        return {"soft": soft, "bmv2": bmv2}
+
+    def measure(self, cmd: list[str], seconds: float, window: int) -> float:
+        pin = (lambda: os.sched_setaffinity(0, {self.switch_cpu})) if self.switch_cpu is not None else None
+        switch = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                  cwd=self.work, preexec_fn=pin)
+        try:
+            gen = subprocess.run(
+                ["ip", "netns", "exec", self.hosts.namespace("bmv2bench"), sys.executable, "-c", GENERATOR,
+                 str(ROOT), PS_ADDRESS, str(OLAF_PORT), str(seconds), str(window),
+                 "-" if self.load_cpu is None else str(self.load_cpu)],
+                capture_output=True, text=True, timeout=seconds + 120, check=False)
+            if switch.poll() is not None:
+                raise RuntimeError(f"{cmd[0]} exited with {switch.returncode} during the round")
+            if gen.returncode != 0:
+                raise RuntimeError(f"load generator failed: {gen.stderr.strip()}")
+            return parse_rate(gen.stdout)
+        finally:
+            stop(switch)
+
+    def close(self) -> None:
+        self.hosts.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--seconds", type=float, default=5.0, help="per switch and round (default 5)")
+    p.add_argument("--window", type=int, default=256, help="datagrams in flight (default 256)")
+    p.add_argument("--rounds", type=int, default=3, help="soft/bmv2 pairs, interleaved (default 3)")
+    args = p.parse_args(argv)
+    for reason in (can_create_namespaces(), missing_tools()):
+        if reason is not None:
+            print(f"bench_bmv2: cannot run: {reason}", file=sys.stderr)
+            return 2
+    binary = shutil.which("simple_switch")
+    assert binary is not None
+    version = subprocess.run([binary, "--version"], capture_output=True, text=True).stdout.strip()
+    logging = bmv2_logging_macros(binary)
+    print(f"bmv2: {binary} {version}; logging macros "
+          + ("COMPILED IN (a build with --disable-logging-macros is faster; no logger is enabled here)"
+             if logging else "compiled out"))
+    example = bytes(Olaf(msg_type=MsgType.UPDATE, values=[0] * 64))
+    print(f"load: bench_switch traffic, 70% UPDATE (V=64, {len(example)} B payload) / 30% PULL, "
+          f"window {args.window}, {args.seconds:g} s per switch and round; host in a network namespace, "
+          "switch on the veth peer, each switch on one core")
+    with tempfile.TemporaryDirectory(prefix="olaf-bench-bmv2-") as tmp:
+        bench = Bench(Path(tmp))
+        try:
+            ratios = []
+            for k in range(args.rounds):
+                cmds = bench.commands()
+                order = ("soft", "bmv2") if k % 2 == 0 else ("bmv2", "soft")
+                rates = {name: bench.measure(cmds[name], args.seconds, args.window) for name in order}
+                ratios.append(rates["soft"] / rates["bmv2"])
+                print(f"round {k + 1}: olaf switch (interface mode) {rates['soft']:8.0f} answers/s, "
+                      f"simple_switch {rates['bmv2']:8.0f} answers/s, ratio soft/bmv2 {ratios[-1]:.2f}",
+                      flush=True)
+        finally:
+            bench.close()
+    print(f"ratio soft/bmv2: median {statistics.median(ratios):.2f} "
+          f"(min {min(ratios):.2f}, max {max(ratios):.2f}, {args.rounds} rounds)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
