@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from worker_transport.policy import AlwaysSend, Feedback, OlafPolicy, SendPolicy, make_policy
+from worker_transport.protocol import MsgType, Olaf, Outcome
 from worker_transport.sender import Sender
 from worker_transport.transport import Packets, Transport
 
@@ -23,25 +24,30 @@ def fb(util: int, active: int = 1, at: int = T0) -> Feedback:
     [
         # No ACK yet: always send.
         (None, T0, 1.0),
-        # Empty queue: 64 free slots for one cluster, clamped to 1.
+        # Empty queue: the whole queue is free for one cluster, clamped to 1.
         (fb(0), T0, 1.0),
         # Full queue (util 255) just acknowledged: only the exploration term, alpha.
         (fb(255), T0, 0.2),
         # Full queue, 20 ms later: 0.2 * e^-1.
         (fb(255), T0 + 20_000, 0.2 * math.exp(-1.0)),
-        # Full queue, Δ -> ∞: nothing left.
-        (fb(255), T0 + 10**15, 0.0),
-        # util 252: Q_free = 64 * 3/255 = 0.752941...; Δ -> ∞ leaves Q_free / N.
-        (fb(252), T0 + 10**15, 64 * 3 / 255),
-        (fb(252, active=3), T0 + 10**15, 64 * 3 / 255 / 3),
-        # util 250, 2 clusters, Δ = 10 ms: 64*5/255/2 + 0.2*e^-0.5 = 0.627451 + 0.121306.
-        (fb(250, active=2), T0 + 10_000, 0.62745098039 + 0.12130613194),
+        # Full queue at exactly the 100 ms TTL: the feedback still counts, 0.2 * e^-5.
+        (fb(255), T0 + 100_000, 0.2 * math.exp(-5.0)),
+        # One microsecond later it has expired: a probe, P_s = 1.
+        (fb(255), T0 + 100_001, 1.0),
+        # Full queue, Δ -> ∞: expired long ago, so a probe (the old rule gave 0 here).
+        (fb(255), T0 + 10**15, 1.0),
+        # util 128, one cluster, Δ = 50 ms: 127/255 + 0.2 e^-2.5.
+        (fb(128), T0 + 50_000, 127 / 255 + 0.2 * math.exp(-2.5)),
+        # util 192 (congested), 4 clusters, fresh: 63/255/4 + 0.2 = 0.261765.
+        (fb(192, active=4), T0, 63 / 255 / 4 + 0.2),
+        # util 250, 2 clusters, Δ = 10 ms: 5/255/2 + 0.2 e^-0.5 = 0.009804 + 0.121306.
+        (fb(250, active=2), T0 + 10_000, 5 / 255 / 2 + 0.2 * math.exp(-0.5)),
         # active_clusters 0 counts as 1 (N = max(active, 1)).
-        (fb(253, active=0), T0 + 5_000, 64 * 2 / 255 + 0.2 * math.exp(-0.25)),
-        # util 127, 40 clusters: 64*128/255/40 + 0.2 = 1.0031, clamped to 1.
-        (fb(127, active=40), T0, 1.0),
-        # util 128, 40 clusters: 64*127/255/40 + 0.2 = 0.99686, just below the clamp.
-        (fb(128, active=40), T0, 64 * 127 / 255 / 40 + 0.2),
+        (fb(200, active=0), T0 + 5_000, 55 / 255 + 0.2 * math.exp(-0.25)),
+        # util 51, 1 cluster, fresh: 204/255 + 0.2 = 1.0 exactly, at the clamp.
+        (fb(51), T0, 1.0),
+        # util 52: 203/255 + 0.2 = 0.996078, just below it.
+        (fb(52), T0, 203 / 255 + 0.2),
         # A clock that stepped back counts as Δ = 0, never as a bonus above alpha.
         (fb(255), T0 - 50_000, 0.2),
     ],
@@ -50,21 +56,37 @@ def test_olaf_policy_hand_computed(feedback: Feedback | None, now: int, expected
     assert OlafPolicy().probability(feedback, now) == pytest.approx(expected, rel=1e-9, abs=1e-12)
 
 
+def test_probe_only_on_expired_feedback() -> None:
+    policy = OlafPolicy()
+    assert not policy.is_probe(None, T0)  # before any ACK P_s = 1, but that is no probe
+    assert not policy.is_probe(fb(255), T0 + 100_000)
+    assert policy.is_probe(fb(255), T0 + 100_001)
+    assert policy.is_probe(fb(0), T0 + 10**9)
+
+
 def test_olaf_policy_parameters() -> None:
-    policy = OlafPolicy(capacity=16, alpha=0.5, beta=0.1)
-    # util 240: Q_free = 16 * 15/255 = 0.941176; / 4 clusters = 0.235294; + 0.5 e^-0.3.
-    expected = 16 * 15 / 255 / 4 + 0.5 * math.exp(-0.3)
+    policy = OlafPolicy(alpha=0.5, beta=0.1, feedback_ttl_ms=5.0)
+    # util 240, 4 clusters, Δ = 3 ms: 15/255/4 + 0.5 e^-0.3.
+    expected = 15 / 255 / 4 + 0.5 * math.exp(-0.3)
     assert policy.probability(fb(240, active=4), T0 + 3_000) == pytest.approx(expected)
-    # beta = 0: the bonus never decays.
-    assert OlafPolicy(alpha=0.3, beta=0).probability(fb(255), T0 + 10**12) == pytest.approx(0.3)
+    # The 5 ms TTL: 6 ms later the same feedback is expired.
+    assert policy.probability(fb(240, active=4), T0 + 6_000) == 1.0
+    # beta = 0 and a long TTL: the bonus never decays.
+    never = OlafPolicy(alpha=0.3, beta=0, feedback_ttl_ms=1e9)
+    assert never.probability(fb(255), T0 + 10**11) == pytest.approx(0.3)
+    # TTL = inf is the rule without expiry: a full queue silences the worker for good.
+    old = OlafPolicy(feedback_ttl_ms=math.inf)
+    assert old.probability(fb(255), T0 + 10**15) == 0.0 and not old.is_probe(fb(255), T0 + 10**15)
 
 
 def test_always_send_and_factory() -> None:
     assert AlwaysSend().probability(fb(255), T0 + 10**15) == 1.0
     assert AlwaysSend().probability(None, 0) == 1.0
     assert isinstance(make_policy("always"), AlwaysSend)
-    olaf = make_policy("olaf", capacity=8, alpha=0.1, beta=0.2)
-    assert isinstance(olaf, OlafPolicy) and (olaf.capacity, olaf.alpha, olaf.beta) == (8, 0.1, 0.2)
+    olaf = make_policy("olaf", alpha=0.1, beta=0.2, feedback_ttl_ms=30)
+    assert isinstance(olaf, OlafPolicy)
+    assert (olaf.alpha, olaf.beta, olaf.feedback_ttl_ms) == (0.1, 0.2, 30)
+    assert make_policy("olaf").feedback_ttl_ms == 100.0  # DESIGN.md §4's default
     for policy in (AlwaysSend(), olaf):
         assert isinstance(policy, SendPolicy)
     with pytest.raises(ValueError, match="unknown send policy"):
@@ -72,8 +94,8 @@ def test_always_send_and_factory() -> None:
 
 
 @pytest.mark.parametrize(
-    "kwargs", [{"capacity": 0}, {"alpha": -0.1}, {"beta": -1.0}, {"alpha": math.nan},
-               {"beta": math.inf}]
+    "kwargs", [{"alpha": -0.1}, {"beta": -1.0}, {"alpha": math.nan}, {"beta": math.inf},
+               {"feedback_ttl_ms": 0}, {"feedback_ttl_ms": -5}, {"feedback_ttl_ms": math.nan}]
 )
 def test_olaf_policy_rejects_bad_parameters(kwargs: dict) -> None:
     with pytest.raises(ValueError):
@@ -134,3 +156,65 @@ def test_sender_sends_everything_before_any_ack_and_with_always_send() -> None:
                    for _ in range(20))
         assert sender.stats()["p_s"] == 1.0
         sender.close()
+
+
+class InboxTransport(NullTransport):
+    """Hands the sender whatever the test put in ``inbox``: a forged ACK, say."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inbox: list[bytes] = []
+
+    def recv(self, timeout: float | None, max_count: int = 4096) -> list[bytes]:
+        out, self.inbox = self.inbox, []
+        return out
+
+
+def forged_ack(worker_id: int, util: int, seq: int = 0, active: int = 1) -> bytes:
+    return bytes(Olaf(msg_type=MsgType.ACK, worker_id=worker_id, queue_util=util,
+                      active_clusters=active, flags=1 if util >= 192 else 0, seq=seq,
+                      outcome=Outcome.DROPPED_FULL, num_values=0))
+
+
+def test_forged_full_ack_silences_a_sender_for_at_most_the_ttl_then_it_probes() -> None:
+    now = [T0]
+    transport = InboxTransport()
+    sender = Sender(transport, cluster_id=0, worker_id=5, values=64, policy=OlafPolicy(),
+                    seed=11, ack_thread=False, clock=lambda: now[0])
+    grad = np.ones(64, np.float32)
+    assert sender.send_gradient(grad, reward=1.0, model_version=0)  # before any ACK
+    transport.inbox.append(forged_ack(5, 255))
+    sender.poll()
+    ack_at = now[0]
+    assert sender.stats()["queue_util"] == 255 and sender.stats()["p_s"] == pytest.approx(0.2)
+    # One update per millisecond while the forged "full" counts: P_s = 0.2 e^(-0.05 k).
+    expected_p = 0.0
+    sent_in_window = 0
+    for k in range(1, 101):
+        now[0] = ack_at + 1000 * k
+        sent_in_window += sender.send_gradient(grad, reward=1.0, model_version=k)
+        expected_p += 0.2 * math.exp(-0.05 * k)
+    st = sender.stats()
+    assert st["probe_updates"] == 0
+    # E[sent] = sum of those P_s, about 3.5 of 100; the window is throttled, not open.
+    assert sent_in_window < 20 and st["skipped_updates"] == 100 - sent_in_window
+    # Past the TTL every update goes out, each one a probe, until an ACK answers.
+    for k in range(101, 131):
+        now[0] = ack_at + 1000 * k
+        assert sender.send_gradient(grad, reward=1.0, model_version=k)
+    st = sender.stats()
+    assert st["probe_updates"] == 30 and st["p_s"] == 1.0 and st["p_s_last"] == 1.0
+    assert st["p_s_sum"] == pytest.approx(1.0 + expected_p + 30)
+    assert st["p_s_mean"] == pytest.approx(st["p_s_sum"] / 131)
+    # Updates have gone out since the forged ACK and nothing answered them.
+    # the first of them went out between 1 ms and 101 ms after the ACK, now is 130 ms.
+    assert 0.029 <= st["silent_s"] <= 0.129 and st["answered"]
+    # A fresh ACK showing a free queue ends the probing and the silence.
+    transport.inbox.append(forged_ack(5, 0, seq=1))
+    sender.poll()
+    st = sender.stats()
+    assert st["p_s"] == 1.0 and st["silent_s"] == 0.0 and st["answered"]
+    now[0] += 1000
+    assert sender.send_gradient(grad, reward=1.0, model_version=200)
+    assert sender.stats()["probe_updates"] == 30
+    sender.close()

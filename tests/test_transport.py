@@ -318,8 +318,9 @@ def test_sender_counts_duplicates_foreign_and_lost() -> None:
     queue, lock = make_switch(capacity=8, values=4)
     transport = QueueTransport(queue, lock)
     now = [10**12]
+    # AlwaysSend: this is about accounting; P_s < 1 at util 63 would skip now and then.
     sender = Sender(transport, cluster_id=0, worker_id=1, values=4, ack_thread=False,
-                    ack_timeout=0.5, clock=lambda: now[0])
+                    ack_timeout=0.5, clock=lambda: now[0], policy=AlwaysSend())
     sender.send_gradient(np.zeros(8), reward=0.0, model_version=0)  # 2 blocks
     acks = list(transport.inbox)
     transport.inbox.extend(acks[:1])  # a duplicate of block 0's ACK
@@ -372,11 +373,11 @@ def test_torch_gradients_are_accepted() -> None:
     assert as_float32_vector(torch.ones(2, 3)).shape == (6,)
 
 
-def test_feedback_from_a_full_queue_throttles_the_olaf_policy() -> None:
+def test_feedback_from_a_full_queue_throttles_the_olaf_policy_until_it_expires() -> None:
     queue, lock = make_switch(capacity=4, values=4, max_blocks=64)
     now = [10**12]
     sender = Sender(QueueTransport(queue, lock), cluster_id=0, worker_id=0, values=4,
-                    policy=OlafPolicy(capacity=4, alpha=0.2, beta=0.05), seed=3,
+                    policy=OlafPolicy(alpha=0.2, beta=0.05, feedback_ttl_ms=100), seed=3,
                     ack_thread=False, clock=lambda: now[0])
     assert sender.send_gradient(np.zeros(4 * 8), reward=0.0, model_version=0)  # 8 blocks
     sender.poll(0.1)
@@ -384,10 +385,16 @@ def test_feedback_from_a_full_queue_throttles_the_olaf_policy() -> None:
     assert s["outcomes"]["ENQUEUED"] == 4 and s["outcomes"]["DROPPED_FULL"] == 4
     assert s["queue_util"] == 255 and s["congested"]
     assert s["p_s"] == pytest.approx(0.2)
-    now[0] += 10**9  # long after: Δ -> ∞, Q_free = 0
-    assert sender.stats()["p_s"] == pytest.approx(0.0)
-    assert not any(sender.send_gradient(np.zeros(4), reward=0.0, model_version=0)
-                   for _ in range(50))
+    now[0] += 90_000  # 90 ms: Q_free = 0, the bonus 0.2 e^-4.5 = 0.0022 is nearly gone
+    assert sender.stats()["p_s"] == pytest.approx(0.2 * np.exp(-4.5))
+    # Each update that goes out is answered "full" again, so P_s stays at or below 0.2:
+    # Binomial(50, <= 0.2) is below 25 with a margin of 5 sd.
+    assert sum(sender.send_gradient(np.zeros(4), reward=0.0, model_version=0)
+               for _ in range(50)) < 25
+    now[0] += 100_001  # the latest feedback has expired; the next update probes
+    assert sender.stats()["p_s"] == 1.0
+    assert sender.send_gradient(np.zeros(4), reward=0.0, model_version=1)
+    assert sender.stats()["probe_updates"] == 1
 
 
 def test_receiver_averages_merged_blocks_and_records_aom() -> None:

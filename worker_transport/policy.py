@@ -4,6 +4,8 @@ A policy is a small object with one method, ``probability(feedback, now_us)``, t
 returns the chance of sending the next update given the latest ACK feedback. The
 ``Sender`` draws once per update, so every block of an update travels together or not
 at all; a skipped update is dropped, never queued, because the next one is fresher.
+A policy may also have ``is_probe(feedback, now_us)``: True when the next update goes
+out only because the feedback is too old to count (the ``Sender`` counts those).
 
 Add a policy by writing any class with that method (``SendPolicy`` is a Protocol).
 """
@@ -17,6 +19,8 @@ from typing import Protocol, runtime_checkable
 DEFAULT_ALPHA = 0.2
 DEFAULT_BETA = 0.05
 """Per millisecond: the exploration bonus halves every ~14 ms without an ACK."""
+DEFAULT_FEEDBACK_TTL_MS = 100.0
+"""An ACK older than this no longer counts: the next update is a probe (P_s = 1)."""
 
 
 @dataclass(frozen=True)
@@ -57,46 +61,63 @@ class AlwaysSend:
 class OlafPolicy:
     """``P_s = min(Q_free / N + alpha * exp(-beta * Δ), 1)`` (DESIGN.md §4).
 
-    ``Q_free = capacity * (1 - queue_util / 255)`` slots, ``N = max(active_clusters, 1)``,
-    ``Δ`` the milliseconds since the last ACK arrived. Before any ACK, ``P_s = 1``.
-    ``capacity`` is the switch's slot count, configured on the worker (the ACK carries
-    only the utilisation).
+    ``Q_free = 1 - queue_util / 255`` is the free share of the queue, ``N =
+    max(active_clusters, 1)`` the number of clusters sharing it, ``Δ`` the milliseconds
+    since the last ACK arrived. Feedback older than ``feedback_ttl_ms`` no longer
+    counts: the next update is sent (``P_s = 1``), a probe whose ACKs bring fresh
+    feedback. Before any ACK, ``P_s = 1``. A stale or forged "queue full" ACK therefore
+    silences a worker for at most ``feedback_ttl_ms``.
     """
 
     name = "olaf"
 
     def __init__(
-        self, capacity: int = 64, alpha: float = DEFAULT_ALPHA, beta: float = DEFAULT_BETA
+        self,
+        *,
+        alpha: float = DEFAULT_ALPHA,
+        beta: float = DEFAULT_BETA,
+        feedback_ttl_ms: float = DEFAULT_FEEDBACK_TTL_MS,
     ) -> None:
-        if capacity < 1:
-            raise ValueError(f"capacity must be >= 1 slot, got {capacity}")
         if not (alpha >= 0 and math.isfinite(alpha)):
             raise ValueError(f"alpha must be finite and >= 0, got {alpha}")
         if not (beta >= 0 and math.isfinite(beta)):
             raise ValueError(f"beta must be finite and >= 0 (per ms), got {beta}")
-        self.capacity = capacity
+        # inf is allowed: feedback that never expires (the rule before the probe).
+        if not feedback_ttl_ms > 0:
+            raise ValueError(f"feedback_ttl_ms must be > 0, got {feedback_ttl_ms}")
         self.alpha = alpha
         self.beta = beta
+        self.feedback_ttl_ms = feedback_ttl_ms
+        self._ttl_us = feedback_ttl_ms * 1000.0
+
+    def is_probe(self, feedback: Feedback | None, now_us: int) -> bool:
+        """True when ``feedback`` has expired, so the next update is sent as a probe."""
+        return feedback is not None and now_us - feedback.received_us > self._ttl_us
 
     def probability(self, feedback: Feedback | None, now_us: int) -> float:
-        if feedback is None:
+        if feedback is None or self.is_probe(feedback, now_us):
             return 1.0
-        q_free = self.capacity * (1.0 - feedback.queue_util / 255.0)
+        q_free = 1.0 - feedback.queue_util / 255.0
         n = max(feedback.active_clusters, 1)
         # A clock step backwards must not inflate the bonus above alpha.
         delta_ms = max(now_us - feedback.received_us, 0) / 1000.0
         return min(q_free / n + self.alpha * math.exp(-self.beta * delta_ms), 1.0)
 
     def __repr__(self) -> str:
-        return f"OlafPolicy(capacity={self.capacity}, alpha={self.alpha}, beta={self.beta})"
+        return (f"OlafPolicy(alpha={self.alpha}, beta={self.beta}, "
+                f"feedback_ttl_ms={self.feedback_ttl_ms:g})")
 
 
 def make_policy(
-    name: str, *, capacity: int = 64, alpha: float = DEFAULT_ALPHA, beta: float = DEFAULT_BETA
+    name: str,
+    *,
+    alpha: float = DEFAULT_ALPHA,
+    beta: float = DEFAULT_BETA,
+    feedback_ttl_ms: float = DEFAULT_FEEDBACK_TTL_MS,
 ) -> SendPolicy:
     """A policy by name: ``olaf`` or ``always`` (for command-line flags)."""
     if name == "olaf":
-        return OlafPolicy(capacity, alpha, beta)
+        return OlafPolicy(alpha=alpha, beta=beta, feedback_ttl_ms=feedback_ttl_ms)
     if name == "always":
         return AlwaysSend()
     raise ValueError(f"unknown send policy {name!r}; choose 'olaf' or 'always'")

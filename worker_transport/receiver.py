@@ -181,6 +181,8 @@ class Receiver:
         self.active_clusters: int | None = None
         self.congested: bool | None = None
         self.error: BaseException | None = None
+        self._first_pull_us: int | None = None
+        self._last_answer_us: int | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._in_flight: collections.deque[list[int]] = collections.deque()
@@ -227,6 +229,8 @@ class Receiver:
             self.error = e
 
     def _send_pulls(self, n: int) -> None:
+        if self._first_pull_us is None:
+            self._first_pull_us = self.clock()
         self.transport.send(np.repeat(self._pull_row, n, axis=0))
         with self._lock:
             self._counts["pulls_sent"] += n
@@ -296,6 +300,7 @@ class Receiver:
         n_data, n_good, n_empty = int(is_data.sum()), int(good.sum()), int(is_empty.sum())
         answers = is_data | is_empty
         if answers.any():
+            self._last_answer_us = now
             last = h[np.flatnonzero(answers)[-1]]
             self.queue_util = int(last["queue_util"])
             self.active_clusters = int(last["active_clusters"])
@@ -336,11 +341,21 @@ class Receiver:
         return int(answers.sum()), n_data
 
     # -- state ---------------------------------------------------------------------
+    def silent_us(self, now: int | None = None) -> int:
+        """Microseconds since the switch last answered a PULL (DATA or EMPTY), or since
+        the first PULL if it never did; 0 before any PULL."""
+        since = self._last_answer_us if self._last_answer_us is not None else self._first_pull_us
+        if since is None:
+            return 0
+        return max((self.clock() if now is None else now) - since, 0)
+
     def stats(self) -> dict[str, Any]:
-        """Counters, the last feedback seen, and the AoM summary so far (ms)."""
+        """Counters, the last feedback seen, and ``silent_s`` (``silent_us`` in s)."""
         with self._lock:
             out: dict[str, Any] = dict(self._counts)
             out["empty_streak"] = self.empty_streak
+        out["answered"] = self._last_answer_us is not None
+        out["silent_s"] = self.silent_us() / 1e6
         out["queue_util"] = self.queue_util
         out["active_clusters"] = self.active_clusters
         out["congested"] = self.congested

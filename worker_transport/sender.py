@@ -13,6 +13,12 @@ and whenever the caller runs ``poll``. Each ACK is matched to the block it answe
 ``(seq, block_id)``, so the counters say exactly how many blocks got which outcome,
 how many are still waiting, and how many were never answered (``lost`` after
 ``ack_timeout``). The newest ACK's feedback drives the policy.
+
+Figures that show the policy acting: ``sent_updates``, ``skipped_updates``,
+``probe_updates`` (sent only because the feedback had expired, DESIGN.md §4), the P_s
+of the latest draw and the sum of all draws (``p_s_sum``; the mean over an interval is
+the difference of two sums over the difference of ``updates``), and ``silent_s``: for
+how long updates have gone out without any ACK coming back (0 while answers arrive).
 """
 
 from __future__ import annotations
@@ -123,9 +129,12 @@ class Sender:
         self._seq = 0
         self._outcomes = np.zeros(len(Outcome), np.int64)
         self._counts = dict.fromkeys(
-            ("sent_updates", "skipped_updates", "sent_blocks", "acked_blocks", "lost_blocks",
-             "duplicate_acks", "unexpected_acks", "foreign_packets"), 0)
+            ("sent_updates", "skipped_updates", "probe_updates", "sent_blocks", "acked_blocks",
+             "lost_blocks", "duplicate_acks", "unexpected_acks", "foreign_packets"), 0)
         self.last_p_s = 1.0
+        self._p_s_sum = 0.0
+        self._waiting_since: int | None = None
+        """When the first update went out that no ACK has followed yet (None: answered)."""
         self.rtt_us: int | None = None
         self.srtt_us: float | None = None
         self._wire: np.ndarray | None = None
@@ -159,8 +168,12 @@ class Sender:
         if math.isnan(reward) or np.isnan(flat).any():
             raise ValueError("cannot send NaN (gradient or reward)")
         now = self.clock()
-        p = float(self.policy.probability(self.feedback, now))
+        feedback = self.feedback
+        p = float(self.policy.probability(feedback, now))
+        is_probe = getattr(self.policy, "is_probe", None)
+        probe = is_probe is not None and bool(is_probe(feedback, now))
         self.last_p_s = p
+        self._p_s_sum += p
         if p < 1.0 and not self.rng.random() < p:
             with self._lock:
                 self._counts["skipped_updates"] += 1
@@ -182,7 +195,10 @@ class Sender:
             # Registered before sending: the first ACK can beat the end of the batch.
             self._pending[self._seq] = _Pending(self.clock(), np.zeros(n, np.uint16), n)
             self._counts["sent_updates"] += 1
+            self._counts["probe_updates"] += probe
             self._counts["sent_blocks"] += n
+            if self._waiting_since is None:
+                self._waiting_since = now
         self._seq = (self._seq + 1) & 0xFFFFFFFF
         self.transport.send(rows)
         return True
@@ -243,6 +259,7 @@ class Sender:
             if not len(mine):
                 return
             last = mine[-1]
+            self._waiting_since = None
             self.feedback = Feedback(
                 queue_util=int(last["queue_util"]),
                 active_clusters=int(last["active_clusters"]),
@@ -322,17 +339,31 @@ class Sender:
                 self._stop.wait(0.005)
         return True
 
+    def silent_us(self, now: int | None = None) -> int:
+        """Microseconds for which sent updates have had no ACK at all (0: answered)."""
+        since = self._waiting_since
+        if since is None:
+            return 0
+        return max((self.clock() if now is None else now) - since, 0)
+
     def stats(self) -> dict[str, Any]:
-        """Counters per outcome and per fate, current P_s, RTT (ms), last feedback."""
+        """Counters per outcome and per fate, P_s (now, last draw, sum of draws), RTT
+        (ms), last feedback, and ``silent_s`` (see the module doc)."""
         now = self.clock()
         with self._lock:
             fb = self.feedback
-            out: dict[str, Any] = dict(self._counts)
+            out: dict[str, Any] = {"worker_id": self.worker_id, **self._counts}
             out["outstanding_blocks"] = sum(e.remaining for e in self._pending.values())
             out["outcomes"] = {o.name: int(self._outcomes[o]) for o in Outcome}
             rtt, srtt = self.rtt_us, self.srtt_us
+            silent = self.silent_us(now)
         out["updates"] = out["sent_updates"] + out["skipped_updates"]
         out["p_s"] = float(self.policy.probability(fb, now))
+        out["p_s_last"] = self.last_p_s
+        out["p_s_sum"] = self._p_s_sum
+        out["p_s_mean"] = self._p_s_sum / out["updates"] if out["updates"] else None
+        out["answered"] = fb is not None
+        out["silent_s"] = silent / 1e6
         out["rtt_ms"] = None if rtt is None else rtt / 1000.0
         out["srtt_ms"] = None if srtt is None else srtt / 1000.0
         out["queue_util"] = None if fb is None else fb.queue_util

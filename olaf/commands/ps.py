@@ -7,7 +7,7 @@ import math
 import sys
 from typing import TYPE_CHECKING, Any
 
-from olaf.commands.worker import add_transport_arguments
+from olaf.commands.worker import SilenceMonitor, add_silence_argument, add_transport_arguments
 
 if TYPE_CHECKING:
     from worker_transport.receiver import DataBatch
@@ -41,6 +41,43 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--duration", type=float, default=0.0, help="stop after S seconds (0: no)")
     parser.add_argument("--stats-interval", type=float, default=1.0, metavar="S",
                         help="seconds between one-line stats on stdout (0: off; default 1)")
+    add_silence_argument(parser)
+
+
+def check_arguments(args: argparse.Namespace) -> str | None:
+    """The first problem with the PS's flags, as one line, or None (nothing is created)."""
+    import os
+
+    finite = {"--pull-rate": args.pull_rate, "--pull-timeout-ms": args.pull_timeout_ms,
+              "--lr": args.lr, "--sample-ms": args.sample_ms, "--duration": args.duration,
+              "--stats-interval": args.stats_interval, "--silence-warn": args.silence_warn}
+    for flag, value in finite.items():
+        if not math.isfinite(value):
+            return f"{flag} must be a finite number, got {value}"
+    checks = [
+        (1 <= args.values <= 255, "--values (V) must be 1..255"),
+        (0 <= args.frac_bits <= 31, "--frac-bits must be 0..31"),
+        (min(args.pull_rate, args.params, args.duration, args.stats_interval) >= 0,
+         "--pull-rate, --params, --duration and --stats-interval must be >= 0"),
+        (args.sample_ms > 0 and args.pull_timeout_ms > 0,
+         "--sample-ms and --pull-timeout-ms must be > 0"),
+        (args.window >= 1, "--window must be >= 1"),
+        (1 <= args.workers <= 32, "--workers must be 1..32"),
+        (args.silence_warn > 0, "--silence-warn must be > 0"),
+    ]
+    for ok, message in checks:
+        if not ok:
+            return message
+    if args.aom_out:
+        # Checked now, not after the run: a typo must not cost the whole measurement.
+        parent = os.path.dirname(os.path.abspath(args.aom_out))
+        if not os.path.isdir(parent):
+            return f"--aom-out: directory {parent} does not exist"
+        if not os.access(parent, os.W_OK):
+            return f"--aom-out: directory {parent} is not writable"
+        if os.path.isdir(args.aom_out):
+            return f"--aom-out: {args.aom_out} is a directory"
+    return None
 
 
 class ModelApplier:
@@ -89,12 +126,13 @@ def _ms(x: float) -> str:
 def stats_line(stats: dict, aom: dict, elapsed: float, rate: float) -> str:
     util = "-" if stats["queue_util"] is None else str(stats["queue_util"])
     age = aom["update_age"]
+    silent = f" silent={stats['silent_s']:.1f}s" if stats["silent_s"] >= 1.0 else ""
     return (
         f"ps t={elapsed:.1f}s pulls={stats['pulls_sent']} data={stats['data_blocks']} "
         f"empty={stats['empty']} expired={stats['expired_pulls']} bad={stats['bad_data']} "
         f"updates={stats['aggregated_updates']} blocks/s={rate:.0f} util={util} "
         f"aom_mean={_ms(aom['mean'])} aom_p99={_ms(aom['p99'])} "
-        f"age_mean={_ms(age['mean'])} age_p99={_ms(age['p99'])}"
+        f"age_mean={_ms(age['mean'])} age_p99={_ms(age['p99'])}{silent}"
     )
 
 
@@ -113,10 +151,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"olaf ps: error: {message}", file=sys.stderr)
         return 2
 
-    if args.pull_rate < 0 or args.params < 0 or args.duration < 0 or args.stats_interval < 0:
-        return fail("--pull-rate, --params, --duration and --stats-interval must be >= 0")
-    if not args.sample_ms > 0 or not args.pull_timeout_ms > 0:
-        return fail("--sample-ms and --pull-timeout-ms must be > 0")
+    problem = check_arguments(args)
+    if problem is not None:
+        return fail(problem)
     applier = ModelApplier(args.params, args.values, args.lr) if args.params else None
     try:
         transport = transport_from_args(args)
@@ -142,16 +179,19 @@ def run(args: argparse.Namespace) -> int:
           flush=True)
     start = time.monotonic()
     last_t, last_blocks = start, 0
+    silence = SilenceMonitor("olaf ps", args.switch, args.silence_warn)
     receiver.start()
     error = None
     try:
         while not stop.is_set() and receiver.running:
-            timeout = args.stats_interval or 0.5
+            # At least every 0.5 s, so that a silence is reported on time.
+            timeout = min(args.stats_interval or 0.5, 0.5)
             if args.duration:
                 timeout = min(timeout, max(start + args.duration - time.monotonic(), 0))
             stop.wait(timeout)
             now = time.monotonic()
-            if args.stats_interval and not stop.is_set():
+            silence.check(receiver.silent_us() / 1e6, f"{receiver.stats()['pulls_sent']} PULLs sent")
+            if args.stats_interval and not stop.is_set() and now - last_t >= args.stats_interval:
                 stats = receiver.stats()
                 rate = (stats["data_blocks"] - last_blocks) / max(now - last_t, 1e-9)
                 last_t, last_blocks = now, stats["data_blocks"]
@@ -167,17 +207,24 @@ def run(args: argparse.Namespace) -> int:
     stats = receiver.stats()
     aom = receiver.aom.summary()
     print(stats_line(stats, aom, elapsed, stats["data_blocks"] / max(elapsed, 1e-9)), flush=True)
-    final = dict(stats, elapsed_s=elapsed, aom=aom)
+    final = dict(stats, elapsed_s=elapsed, aom=aom, silence_warnings=silence.warnings)
     if applier is not None:
         final["applied"] = applier.applied
         final["out_of_range"] = applier.out_of_range
         final["model_norm"] = float(np.linalg.norm(applier.model))
     if args.aom_out:
         s = receiver.aom.series
-        np.savez(args.aom_out, t_ms=s.t_ms, global_ms=s.global_ms, per_worker_ms=s.per_worker_ms,
-                 ages_t_ms=s.ages_t_ms, ages_ms=s.ages_ms)
+        try:
+            np.savez(args.aom_out, t_ms=s.t_ms, global_ms=s.global_ms,
+                     per_worker_ms=s.per_worker_ms, ages_t_ms=s.ages_t_ms, ages_ms=s.ages_ms)
+        except OSError as e:  # checked at start-up, but the disk can still fill or vanish
+            error = error or e
     print("final " + json.dumps(json_safe(final)), flush=True)
     if error is not None:
         print(f"olaf ps: error: {error}", file=sys.stderr)
+        return 1
+    if stats["pulls_sent"] and not stats["answered"]:
+        print(f"olaf ps: error: the switch at {args.switch} never answered "
+              f"({stats['pulls_sent']} PULLs sent, no DATA or EMPTY back)", file=sys.stderr)
         return 1
     return 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 HELP = "send synthetic gradient updates of a given size at a given rate (UDP or raw Ethernet)"
@@ -10,6 +11,8 @@ HELP = "send synthetic gradient updates of a given size at a given rate (UDP or 
 OLAF_PORT = 20300
 """worker_transport.protocol.OLAF_PORT, repeated (and tested) so that building the parser
 does not import scapy."""
+DEFAULT_SILENCE_WARN_S = 3.0
+"""Seconds without any answer from the switch before a worker or PS says so."""
 
 
 def add_transport_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,8 +40,14 @@ def add_transport_arguments(parser: argparse.ArgumentParser) -> None:
                    help="with --iface: our MAC (default: the interface's)")
 
 
+def add_silence_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--silence-warn", type=float, default=DEFAULT_SILENCE_WARN_S, metavar="S",
+                        help="warn on stderr when the switch has not answered for S seconds "
+                        f"(default {DEFAULT_SILENCE_WARN_S:g}); a run it never answered exits 1")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from worker_transport.policy import DEFAULT_ALPHA, DEFAULT_BETA
+    from worker_transport.policy import DEFAULT_ALPHA, DEFAULT_BETA, DEFAULT_FEEDBACK_TTL_MS
 
     add_transport_arguments(parser)
     w = parser.add_argument_group("worker")
@@ -61,28 +70,103 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p = parser.add_argument_group("transmission control (DESIGN.md §4)")
     p.add_argument("--policy", choices=("olaf", "always"), default="olaf",
                    help="olaf: P_s from ACK feedback; always: the baseline (default olaf)")
-    p.add_argument("--capacity", type=int, default=64, help="switch queue slots (default 64)")
     p.add_argument("--alpha", type=float, default=DEFAULT_ALPHA, help=f"default {DEFAULT_ALPHA}")
     p.add_argument("--beta", type=float, default=DEFAULT_BETA,
                    help=f"per millisecond (default {DEFAULT_BETA})")
+    p.add_argument("--feedback-ttl-ms", type=float, default=DEFAULT_FEEDBACK_TTL_MS, metavar="MS",
+                   help="ACK feedback older than this no longer counts; the next update is sent "
+                   f"as a probe, P_s = 1 (default {DEFAULT_FEEDBACK_TTL_MS:g})")
     p.add_argument("--ack-timeout", type=float, default=1.0,
                    help="seconds before an unanswered block counts as lost (default 1)")
     parser.add_argument("--stats-interval", type=float, default=1.0, metavar="S",
                         help="seconds between one-line stats on stdout (0: off; default 1)")
+    add_silence_argument(parser)
 
 
-def stats_line(stats: dict, elapsed: float, worker_id: int) -> str:
+def check_arguments(args: argparse.Namespace) -> str | None:
+    """The first problem with the worker's flags, as one line, or None."""
+    finite = {"--rate": args.rate, "--duration": args.duration, "--reward": args.reward,
+              "--reward-std": args.reward_std, "--grad-scale": args.grad_scale,
+              "--alpha": args.alpha, "--beta": args.beta, "--ack-timeout": args.ack_timeout,
+              "--stats-interval": args.stats_interval, "--silence-warn": args.silence_warn}
+    for flag, value in finite.items():
+        if not math.isfinite(value):
+            return f"{flag} must be a finite number, got {value}"
+    checks = [
+        (args.params >= 1, "--params must be >= 1"),
+        (1 <= args.values <= 255, "--values (V) must be 1..255"),
+        (0 <= args.frac_bits <= 31, "--frac-bits must be 0..31"),
+        (0 <= args.cluster_id <= 0xFFFF, "--cluster-id must be 0..65535"),
+        (0 <= args.worker_id <= 0xFFFF, "--worker-id must be 0..65535"),
+        (args.values < 1 or -(-args.params // args.values) <= 1 << 16,
+         "--params needs more than 65536 blocks of --values"),
+        (min(args.rate, args.count, args.duration, args.stats_interval) >= 0,
+         "--rate, --count, --duration and --stats-interval must be >= 0"),
+        (args.reward_std >= 0 and args.grad_scale >= 0, "--reward-std and --grad-scale must be >= 0"),
+        (args.alpha >= 0 and args.beta >= 0, "--alpha and --beta must be >= 0"),
+        (args.feedback_ttl_ms > 0, "--feedback-ttl-ms must be > 0"),
+        (args.ack_timeout > 0, "--ack-timeout must be > 0"),
+        (args.silence_warn > 0, "--silence-warn must be > 0"),
+    ]
+    for ok, message in checks:
+        if not ok:
+            return message
+    return None
+
+
+class SilenceMonitor:
+    """Says once on stderr when the switch stops answering, and once when it is back."""
+
+    def __init__(self, who: str, peer: str, warn_after_s: float) -> None:
+        self.who = who
+        self.peer = peer
+        self.warn_after_s = warn_after_s
+        self.warnings = 0
+        self.silent = False
+
+    def check(self, silent_s: float, detail: str) -> None:
+        if silent_s >= self.warn_after_s and not self.silent:
+            self.silent = True
+            self.warnings += 1
+            print(f"{self.who}: warning: no answer from the switch at {self.peer} for "
+                  f"{silent_s:.1f} s ({detail})", file=sys.stderr, flush=True)
+        elif silent_s == 0 and self.silent:
+            self.silent = False
+            print(f"{self.who}: the switch at {self.peer} answers again", file=sys.stderr,
+                  flush=True)
+
+
+def stats_line(stats: dict, elapsed: float, worker_id: int, p_s_mean: float | None = None) -> str:
+    """One status line; ``p_s_mean`` is the mean P_s of the draws since the last line."""
     o = stats["outcomes"]
     rtt = "-" if stats["srtt_ms"] is None else f"{stats['srtt_ms']:.2f}ms"
     util = "-" if stats["queue_util"] is None else str(stats["queue_util"])
+    mean = "-" if p_s_mean is None else f"{p_s_mean:.3f}"
+    silent = f" silent={stats['silent_s']:.1f}s" if stats["silent_s"] >= 1.0 else ""
     return (
         f"worker {worker_id} t={elapsed:.1f}s updates={stats['updates']} "
         f"sent={stats['sent_updates']} skipped={stats['skipped_updates']} "
+        f"probes={stats['probe_updates']} "
         f"blocks={stats['sent_blocks']} acked={stats['acked_blocks']} lost={stats['lost_blocks']} "
         f"enq={o['ENQUEUED']} merged={o['MERGED']} replaced={o['REPLACED']} "
         f"drop_reward={o['DROPPED_REWARD']} drop_full={o['DROPPED_FULL']} "
-        f"invalid={o['DROPPED_INVALID']} p_s={stats['p_s']:.3f} srtt={rtt} util={util}"
+        f"invalid={o['DROPPED_INVALID']} p_s={stats['p_s']:.3f} p_s_mean={mean} srtt={rtt} "
+        f"util={util}{silent}"
     )
+
+
+class PsMean:
+    """Mean P_s of the draws between two stats lines, from the sender's running sums."""
+
+    def __init__(self) -> None:
+        self.updates = 0
+        self.p_sum = 0.0
+
+    def __call__(self, stats: dict) -> float | None:
+        n = stats["updates"] - self.updates
+        mean = (stats["p_s_sum"] - self.p_sum) / n if n else None
+        self.updates, self.p_sum = stats["updates"], stats["p_s_sum"]
+        return mean
 
 
 def run(args: argparse.Namespace) -> int:
@@ -101,12 +185,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"olaf worker: error: {message}", file=sys.stderr)
         return 2
 
-    if args.params < 1:
-        return fail("--params must be >= 1")
-    if args.rate < 0 or args.count < 0 or args.duration < 0 or args.stats_interval < 0:
-        return fail("--rate, --count, --duration and --stats-interval must be >= 0")
+    problem = check_arguments(args)
+    if problem is not None:
+        return fail(problem)
     try:
-        policy = make_policy(args.policy, capacity=args.capacity, alpha=args.alpha, beta=args.beta)
+        policy = make_policy(args.policy, alpha=args.alpha, beta=args.beta,
+                             feedback_ttl_ms=args.feedback_ttl_ms)
         transport = transport_from_args(args)
     except (ValueError, OSError) as e:
         return fail(str(e))
@@ -133,6 +217,8 @@ def run(args: argparse.Namespace) -> int:
     next_send = start
     next_stats = start + args.stats_interval if args.stats_interval else float("inf")
     updates = 0
+    silence = SilenceMonitor("olaf worker", args.switch, args.silence_warn)
+    interval_mean = PsMean()
     try:
         while not stop.is_set():
             now = time.monotonic()
@@ -140,12 +226,16 @@ def run(args: argparse.Namespace) -> int:
                 break
             if args.count and updates >= args.count:
                 break
+            silence.check(sender.silent_us() / 1e6,
+                          f"{sender.outstanding_blocks} blocks unanswered")
             if now >= next_stats:
-                print(stats_line(sender.stats(), now - start, args.worker_id), flush=True)
+                st = sender.stats()
+                print(stats_line(st, now - start, args.worker_id, interval_mean(st)), flush=True)
                 next_stats += args.stats_interval * max(1, int((now - next_stats)
                                                                / args.stats_interval) + 1)
             if now < next_send:
-                stop.wait(min(next_send, next_stats) - now)
+                # Woken at least every 0.5 s, so that a silence is reported on time.
+                stop.wait(min(next_send, next_stats, now + 0.5) - now)
                 continue
             reward = float(rng.normal(args.reward, args.reward_std))
             sender.send_gradient(pool[updates % len(pool)], reward=reward, model_version=updates)
@@ -159,7 +249,12 @@ def run(args: argparse.Namespace) -> int:
         sender.close()
     stats = sender.stats()
     elapsed = time.monotonic() - start
-    print(stats_line(stats, elapsed, args.worker_id), flush=True)
+    print(stats_line(stats, elapsed, args.worker_id, interval_mean(stats)), flush=True)
     stats["elapsed_s"] = elapsed
+    stats["silence_warnings"] = silence.warnings
     print("final " + json.dumps(stats), flush=True)
+    if stats["sent_blocks"] and not stats["answered"]:
+        print(f"olaf worker: error: the switch at {args.switch} never answered "
+              f"({stats['sent_blocks']} blocks sent, none acknowledged)", file=sys.stderr)
+        return 1
     return 0

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from olaf.drl.boosting import BoostConfig
 from olaf.drl.staleness import StalenessConfig
+from worker_transport.policy import DEFAULT_FEEDBACK_TTL_MS
 from worker_transport.protocol import DEFAULT_FRAC_BITS, MAX_VALUES_P4
 
 AGGREGATIONS = ("plain", "staleness-aware")
@@ -75,6 +76,12 @@ class RunConfig:
     mode: str = "olaf"
     """Switch mode: ``olaf`` (merge/replace/drop by reward, workers use P_s) or
     ``fifo`` (drop-tail baseline, workers always send)."""
+    always_send: bool = False
+    """Workers send every update (P_s = 1) in ``olaf`` mode too: the OLAF queue without
+    the workers' transmission control, to ablate the worker's part."""
+    feedback_ttl_ms: float = DEFAULT_FEEDBACK_TTL_MS
+    """Workers' P_s: ACK feedback older than this no longer counts, and the next update
+    is sent as a probe (DESIGN.md §4)."""
     pull_rate: float = 1000.0
     """PULLs per second the parameter server sends: the bottleneck, in blocks/s."""
     capacity: int = 64
@@ -134,6 +141,7 @@ class RunConfig:
             (self.processes >= 0, "processes must be >= 0"),
             (self.mode in ("olaf", "fifo"), "mode must be 'olaf' or 'fifo'"),
             (self.pull_rate > 0, "pull_rate must be > 0"),
+            (self.feedback_ttl_ms > 0, "feedback_ttl_ms must be > 0"),
             (self.capacity >= 1, "capacity must be >= 1"),
             (1 <= self.values <= 255, "values must be 1..255"),
             (self.duration > 0, "duration must be > 0"),
@@ -146,6 +154,16 @@ class RunConfig:
         for ok, message in checks:
             if not ok:
                 raise ValueError(message)
+
+    @property
+    def workers_use_p_s(self) -> bool:
+        """True when the workers follow DESIGN.md §4's P_s; otherwise they always send."""
+        return self.mode == "olaf" and not self.always_send
+
+    @property
+    def variant(self) -> str:
+        """``olaf``, ``olaf-always`` (OLAF queue, workers always send) or ``fifo``."""
+        return "olaf-always" if self.mode == "olaf" and self.always_send else self.mode
 
     @property
     def worker_processes(self) -> int:

@@ -213,7 +213,8 @@ def _worker_main(
     pool: list[tuple[RolloutWorker, Sender]] = []
     try:
         for w in worker_ids:
-            policy = OlafPolicy(cfg.capacity) if cfg.mode == "olaf" else AlwaysSend()
+            policy = (OlafPolicy(feedback_ttl_ms=cfg.feedback_ttl_ms) if cfg.workers_use_p_s
+                      else AlwaysSend())
             sender = Sender(UdpTransport(switch_address), cluster_id=0, worker_id=w,
                             values=cfg.values, frac_bits=cfg.frac_bits, policy=policy,
                             seed=cfg.seed * 1000 + w, ack_thread=False,
