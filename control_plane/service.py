@@ -21,14 +21,24 @@ Writes take effect on the next batch of packets: data-plane state is changed und
 P4Runtime specification (v1.4): arbitration in ``Arbitration``, per-update errors of a
 Write (and per-entity errors of a Read) reported as ``UNKNOWN`` with one ``p4.v1.Error``
 per update in the ``grpc-status-details-bin`` trailer.
+
+The gRPC server is asyncio (``grpc.aio``) on a thread of its own: a StreamChannel is a
+coroutine, not a worker thread, so idle or slow clients cannot take the threads that
+Read, Write and new arbitrations need (a thread pool per stream is how 20 idle streams
+starved the service before). The unary RPCs run one at a time on a small thread pool.
+A stream that has not arbitrated within ``arbitration_timeout`` seconds is ended, the
+open streams are bounded, and error messages and status details are bounded in size so
+that a client can always read them (gRPC refuses metadata beyond 8 KiB). Security: it
+listens where it is told (``olaf switch`` defaults to loopback) and speaks TLS, or
+mutual TLS, with ``control_plane.tls.server_credentials``; see docs/security.md.
 """
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
-import queue as queue_mod
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import wraps
@@ -81,6 +91,16 @@ PipelineAction = p4runtime_pb2.SetForwardingPipelineConfigRequest
 MatchType = p4info_pb2.MatchField.MatchType
 PROB_ONE = 1 << 16
 """``drop_sim`` drops when ``random<bit<16>> < prob``: probability ``prob / 65536``."""
+MAX_MESSAGE = 300
+"""Characters of an error message sent to a client: enough to say what is wrong, never the bad value whole."""
+MAX_STATUS_DETAILS = 4096
+"""Bytes of ``grpc-status-details-bin``: with the message, well inside gRPC's 8 KiB metadata limit."""
+ARBITRATION_TIMEOUT = 10.0
+"""Seconds a new StreamChannel may stay silent before it must have sent its arbitration."""
+MAX_OPEN_STREAMS = 1024
+"""StreamChannels open at once, arbitrated or not; each is a coroutine and a queue."""
+MAX_OUTBOX = 256
+"""Messages queued for a client that does not read its stream before the stream is ended."""
 
 
 def _varint(n: int) -> bytes:
@@ -125,12 +145,20 @@ class P4RuntimeError(Exception):
     """An error with its P4Runtime status code; the message goes to the client."""
 
     def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        message = _bounded(message)
         super().__init__(message)
         self.code = code
         self.message = message
 
     def p4_error(self) -> p4runtime_pb2.Error:
         return p4runtime_pb2.Error(canonical_code=self.code.value[0], message=self.message)
+
+
+def _bounded(message: str, limit: int = MAX_MESSAGE) -> str:
+    """``message`` cut to ``limit`` characters, saying how long it was."""
+    if len(message) <= limit:
+        return message
+    return f"{message[:limit - 40]}... ({len(message)} characters, cut)"
 
 
 def _election_id(msg: Any) -> int | None:
@@ -142,9 +170,12 @@ def _election_id(msg: Any) -> int | None:
 
 @dataclass(eq=False)
 class Session:
-    """One StreamChannel: its outgoing messages and what it announced."""
+    """One StreamChannel: how to queue a message for it (from any thread) and what it announced.
 
-    outbox: queue_mod.Queue = field(default_factory=queue_mod.Queue)
+    ``post(None)`` ends the stream, ``post(_Terminate(...))`` ends it with an error.
+    """
+
+    post: Callable[[object], None] = field(default=lambda item: None)
     joined: bool = False
     device_id: int = 0
     election_id: int | None = None
@@ -225,7 +256,7 @@ class Arbitration:
         """End every stream (server shutdown)."""
         with self._lock:
             for s in self._sessions:
-                s.outbox.put(None)
+                s.post(None)
 
     def _notify(self, sessions: list[Session]) -> None:
         for s in sessions:
@@ -240,7 +271,7 @@ class Arbitration:
                 arb.status.code, arb.status.message = code_pb2.ALREADY_EXISTS, "backup; a primary exists"
             else:
                 arb.status.code, arb.status.message = code_pb2.NOT_FOUND, "backup; no primary"
-            s.outbox.put(rep)
+            s.post(rep)
 
 
 class _BatchFailed(Exception):
@@ -261,19 +292,38 @@ def _unary(method: Callable) -> Callable:
         except _BatchFailed as e:
             _abort_with_errors(context, e.what, e.errors)
         except Exception as e:  # noqa: BLE001 - a malformed request must not take the switch down
-            context.abort(Code.INTERNAL, f"{type(e).__name__}: {e}")
+            context.abort(Code.INTERNAL, _bounded(f"{type(e).__name__}: {e}"))
 
     return handle
 
 
 def _abort_with_errors(context: grpc.ServicerContext, what: str, errors: list[p4runtime_pb2.Error]) -> None:
-    """UNKNOWN with one ``p4.v1.Error`` per update/entity, as P4Runtime reports batches."""
+    """UNKNOWN with one ``p4.v1.Error`` per update/entity, as P4Runtime reports batches.
+
+    The details must fit gRPC's metadata limit or the client gets nothing readable: past
+    ``MAX_STATUS_DETAILS`` the messages after the first failure are dropped (codes kept),
+    and past it even then the details are left out and the message says so.
+    """
     first = next(e for e in errors if e.canonical_code != code_pb2.OK)
     code_name = next(c.name for c in grpc.StatusCode if c.value[0] == first.canonical_code)
+    failed = sum(e.canonical_code != code_pb2.OK for e in errors)
     message = f"{what} failure: {code_name}: {first.message}"
-    status = status_pb2.Status(code=code_pb2.UNKNOWN, message=message)
-    for e in errors:
-        status.details.add().Pack(e)
+    if failed > 1:
+        message += f" (and {failed - 1} more of {len(errors)})"
+
+    def status_of(entries: list[p4runtime_pb2.Error]) -> status_pb2.Status:
+        status = status_pb2.Status(code=code_pb2.UNKNOWN, message=message)
+        for e in entries:
+            status.details.add().Pack(e)
+        return status
+
+    status = status_of(errors)
+    if status.ByteSize() > MAX_STATUS_DETAILS:
+        status = status_of([e if e is first else p4runtime_pb2.Error(canonical_code=e.canonical_code)
+                            for e in errors])
+    if status.ByteSize() > MAX_STATUS_DETAILS:
+        message += f"; per-{'update' if what == 'Write' else 'entity'} details left out: too many to send"
+        context.abort(Code.UNKNOWN, message)
     context.set_trailing_metadata((("grpc-status-details-bin", status.SerializeToString()),))
     context.abort(Code.UNKNOWN, message)
 
@@ -287,10 +337,15 @@ class _Action:
 class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
     """P4Runtime over one running software switch (one device, the default role)."""
 
-    def __init__(self, switch: SwitchLike, device_id: int = 1, max_streams: int = 8) -> None:
+    def __init__(self, switch: SwitchLike, device_id: int = 1, max_streams: int = 8,
+                 arbitration_timeout: float = ARBITRATION_TIMEOUT, max_open_streams: int = MAX_OPEN_STREAMS
+                 ) -> None:
         self.switch = switch
         self.device_id = device_id
         self.arbitration = Arbitration(device_id, max_streams)
+        self.arbitration_timeout = arbitration_timeout
+        self.max_open_streams = max_open_streams
+        self._open_streams = 0  # changed on the event loop's thread only
         # One request at a time: the spec's strict serializability, trivially.
         self._lock = threading.RLock()
         self._schema: Schema | None = None
@@ -686,6 +741,10 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
                                  f"{counter.preamble.name} counts packets only")
         indices = [self._index(entry, counter.size, counter.preamble.name)] if entry.HasField("index") \
             else list(range(counter.size))
+        if entry.data.packet_count < 0:
+            raise P4RuntimeError(Code.INVALID_ARGUMENT,
+                                 f"{counter.preamble.name}: packet_count {entry.data.packet_count} is "
+                                 "negative; a counter counts from 0")
         c = self.pipeline.queue.counters
         cells = c.outcomes if counter.preamble.name == OUTCOME_COUNTER else c.msg_types
         for i in indices:
@@ -724,7 +783,7 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
         except P4RuntimeError as e:
             context.abort(e.code, e.message)
         except Exception as e:  # noqa: BLE001 - a malformed request must not take the switch down
-            context.abort(Code.INTERNAL, f"{type(e).__name__}: {e}")
+            context.abort(Code.INTERNAL, _bounded(f"{type(e).__name__}: {e}"))
         for start in range(0, len(entities), 1000):
             yield _read_response(entities[start:start + 1000])
         if any(e.canonical_code != code_pb2.OK for e in errors):
@@ -916,61 +975,137 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
         return out
 
     # -- StreamChannel -------------------------------------------------------------------
-    def StreamChannel(self, request_iterator: Iterator[p4runtime_pb2.StreamMessageRequest],
-                      context: grpc.ServicerContext) -> Iterator[p4runtime_pb2.StreamMessageResponse]:
-        session = Session()
-        context.add_callback(lambda: session.outbox.put(None))
-        reader = threading.Thread(target=self._read_stream, args=(request_iterator, session),
-                                  name="olaf-p4rt-stream", daemon=True)
-        reader.start()
+    async def stream_channel(self, requests: AsyncIterator[p4runtime_pb2.StreamMessageRequest],
+                             context: grpc.aio.ServicerContext) -> None:
+        """One controller's stream, as a coroutine on the server's event loop.
+
+        Arbitration runs here, on the loop's thread; notifications for this stream may be
+        posted from any thread (``Arbitration.close`` at shutdown) and arrive in ``box``.
+        """
+        if self._open_streams >= self.max_open_streams:
+            await context.abort(Code.RESOURCE_EXHAUSTED,
+                                f"this target keeps at most {self.max_open_streams} streams open")
+        self._open_streams += 1
+        loop = asyncio.get_running_loop()
+        box: asyncio.Queue = asyncio.Queue()
+
+        def deliver(item: object) -> None:
+            if box.qsize() >= MAX_OUTBOX:
+                box.put_nowait(_Terminate(P4RuntimeError(
+                    Code.RESOURCE_EXHAUSTED, f"more than {MAX_OUTBOX} messages unread on this stream")))
+            else:
+                box.put_nowait(item)
+
+        session = Session(post=lambda item: loop.call_soon_threadsafe(deliver, item))
+        reader = asyncio.ensure_future(self._read_stream(requests, session))
+        deadline = loop.time() + self.arbitration_timeout
         try:
             while True:
-                item = session.outbox.get()
+                if session.joined:
+                    item = await box.get()
+                else:
+                    try:
+                        item = await asyncio.wait_for(box.get(), max(0.0, deadline - loop.time()))
+                    except TimeoutError:
+                        if session.joined:
+                            continue
+                        await context.abort(Code.DEADLINE_EXCEEDED, "no MasterArbitrationUpdate within "
+                                            f"{self.arbitration_timeout:g} s of opening the stream")
                 if item is None:
                     return
                 if isinstance(item, _Terminate):
-                    context.abort(item.error.code, item.error.message)
-                yield item
+                    await context.abort(item.error.code, item.error.message)
+                await context.write(item)
         finally:
+            reader.cancel()
             self.arbitration.leave(session)
+            self._open_streams -= 1
 
-    def _read_stream(self, requests: Iterator[p4runtime_pb2.StreamMessageRequest], session: Session) -> None:
+    async def _read_stream(self, requests: AsyncIterator[p4runtime_pb2.StreamMessageRequest],
+                           session: Session) -> None:
         try:
-            for req in requests:
+            async for req in requests:
                 kind = req.WhichOneof("update")
                 if kind == "arbitration":
                     try:
                         self.arbitration.update(session, req.arbitration)
                     except P4RuntimeError as e:
-                        session.outbox.put(_Terminate(e))
+                        session.post(_Terminate(e))
                         return
                 elif kind == "packet":
                     rep = p4runtime_pb2.StreamMessageResponse()
                     rep.error.canonical_code = code_pb2.UNIMPLEMENTED
                     rep.error.message = "the software switch has no CPU port: packet-out is not supported"
                     rep.error.packet_out.packet_out.CopyFrom(req.packet)
-                    session.outbox.put(rep)
-        except grpc.RpcError:
+                    session.post(rep)
+        except (grpc.RpcError, grpc.aio.AioRpcError, asyncio.InvalidStateError):
             pass  # the client went away
-        finally:
-            session.outbox.put(None)
+        session.post(None)
 
     def close(self) -> None:
         self.arbitration.close()
 
 
-def _handlers(service: P4RuntimeService) -> grpc.GenericRpcHandler:
-    """The generated servicer's handlers, except that Read sends bytes it is given as they are."""
+class _Abort(Exception):
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        super().__init__(details)
+        self.code, self.details = code, details
+
+
+class _CallContext:
+    """What the synchronous handlers use of a gRPC context, recorded for the event loop to replay.
+
+    They run on the thread pool, where the asyncio context's coroutines cannot be awaited.
+    """
+
+    def __init__(self) -> None:
+        self.trailing: tuple[tuple[str, bytes], ...] = ()
+
+    def set_trailing_metadata(self, metadata: tuple[tuple[str, bytes], ...]) -> None:
+        self.trailing = tuple(metadata)
+
+    def abort(self, code: grpc.StatusCode, details: str) -> None:
+        raise _Abort(code, details)
+
+
+def _handlers(service: P4RuntimeService, pool: ThreadPoolExecutor) -> grpc.GenericRpcHandler:
+    """asyncio handlers: unary RPCs on ``pool``, StreamChannel on the loop; Read sends bytes as they are."""
     pb = p4runtime_pb2
 
+    async def replay(context: grpc.aio.ServicerContext, call: _CallContext, abort: _Abort) -> None:
+        await context.abort(abort.code, abort.details, call.trailing)
+
     def unary(method: Callable, request: Any, response: Any) -> grpc.RpcMethodHandler:
-        return grpc.unary_unary_rpc_method_handler(method, request_deserializer=request.FromString,
+        async def handle(req: Any, context: grpc.aio.ServicerContext) -> Any:
+            call = _CallContext()
+            try:
+                return await asyncio.get_running_loop().run_in_executor(pool, method, req, call)
+            except _Abort as abort:
+                await replay(context, call, abort)
+
+        return grpc.unary_unary_rpc_method_handler(handle, request_deserializer=request.FromString,
                                                    response_serializer=response.SerializeToString)
+
+    def read_all(request: pb.ReadRequest, call: _CallContext) -> tuple[list[bytes], _Abort | None]:
+        chunks: list[bytes] = []
+        try:
+            chunks.extend(service.Read(request, call))  # type: ignore[arg-type]
+        except _Abort as abort:
+            return chunks, abort
+        return chunks, None
+
+    async def read(request: pb.ReadRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
+        call = _CallContext()
+        chunks, abort = await asyncio.get_running_loop().run_in_executor(pool, read_all, request, call)
+        for chunk in chunks:
+            yield chunk
+        if abort is not None:
+            await replay(context, call, abort)
 
     return grpc.method_handlers_generic_handler("p4.v1.P4Runtime", {
         "Write": unary(service.Write, pb.WriteRequest, pb.WriteResponse),
         "Read": grpc.unary_stream_rpc_method_handler(
-            service.Read, request_deserializer=pb.ReadRequest.FromString,
+            read, request_deserializer=pb.ReadRequest.FromString,
             response_serializer=lambda m: m if isinstance(m, bytes) else m.SerializeToString()),
         "SetForwardingPipelineConfig": unary(service.SetForwardingPipelineConfig,
                                              pb.SetForwardingPipelineConfigRequest,
@@ -979,45 +1114,76 @@ def _handlers(service: P4RuntimeService) -> grpc.GenericRpcHandler:
                                              pb.GetForwardingPipelineConfigRequest,
                                              pb.GetForwardingPipelineConfigResponse),
         "StreamChannel": grpc.stream_stream_rpc_method_handler(
-            service.StreamChannel, request_deserializer=pb.StreamMessageRequest.FromString,
+            service.stream_channel, request_deserializer=pb.StreamMessageRequest.FromString,
             response_serializer=pb.StreamMessageResponse.SerializeToString),
         "Capabilities": unary(service.Capabilities, pb.CapabilitiesRequest, pb.CapabilitiesResponse),
     })
 
 
 class P4RuntimeServer:
-    """A gRPC server with the P4Runtime service of one software switch, for its lifetime."""
+    """A gRPC server with the P4Runtime service of one software switch, for its lifetime.
+
+    ``credentials`` (``control_plane.tls.server_credentials``) makes it TLS, or mutual
+    TLS; without them it is plaintext, for loopback and trusted management networks.
+    """
 
     def __init__(self, switch: SwitchLike, address: str = "127.0.0.1:9559", device_id: int = 1,
-                 max_streams: int = 8) -> None:
-        self.service = P4RuntimeService(switch, device_id, max_streams)
-        # Each StreamChannel holds a worker for its lifetime; keep some for unary RPCs.
-        self._workers = ThreadPoolExecutor(2 * max_streams + 4, thread_name_prefix="olaf-p4rt")
-        # No SO_REUSEPORT: a second server on a taken port must fail, not share it silently.
-        self._server = grpc.server(self._workers, options=[("grpc.so_reuseport", 0)])
-        self._server.add_generic_rpc_handlers((_handlers(self.service),))
+                 max_streams: int = 8, *, credentials: grpc.ServerCredentials | None = None,
+                 arbitration_timeout: float = ARBITRATION_TIMEOUT,
+                 max_open_streams: int = MAX_OPEN_STREAMS) -> None:
+        self.service = P4RuntimeService(switch, device_id, max_streams, arbitration_timeout, max_open_streams)
+        self.tls = credentials is not None
+        # Unary RPCs are serialized by the service's lock: more threads would only wait.
+        self._workers = ThreadPoolExecutor(4, thread_name_prefix="olaf-p4rt")
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="olaf-p4rt-loop", daemon=True)
+        self._thread.start()
+        self._server: grpc.aio.Server | None = None
         try:
-            port = self._server.add_insecure_port(address)
+            port = self._on_loop(self._bind(address, credentials))
+        except BaseException:
+            self._close_loop()
+            raise
+        self.address = f"{address.rpartition(':')[0]}:{port}"
+        self.port = port
+
+    async def _bind(self, address: str, credentials: grpc.ServerCredentials | None) -> int:
+        # No SO_REUSEPORT: a second server on a taken port must fail, not share it silently.
+        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+        server.add_generic_rpc_handlers((_handlers(self.service, self._workers),))
+        try:
+            port = server.add_secure_port(address, credentials) if credentials is not None \
+                else server.add_insecure_port(address)
         except RuntimeError as e:
             port, reason = 0, f": {e}"
         else:
             reason = ""
         if port == 0:
-            self._workers.shutdown()
             raise OSError(f"cannot listen for P4Runtime on {address}{reason}")
-        self.address = f"{address.rpartition(':')[0]}:{port}"
-        self.port = port
+        self._server = server
+        return port
+
+    def _on_loop(self, coroutine: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
+
+    def _close_loop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._loop.close()
+        self._workers.shutdown(wait=True)
 
     def start(self) -> P4RuntimeServer:
-        self._server.start()
+        assert self._server is not None
+        self._on_loop(self._server.start())
         return self
 
     def stop(self, grace: float = 1.0) -> None:
+        if self._loop.is_closed():
+            return
         self.service.close()
-        self._server.stop(grace).wait()
-        # grpc does not shut down an executor it was given: without this its idle
-        # threads live on until the garbage collector happens to collect it.
-        self._workers.shutdown(wait=True)
+        if self._server is not None:
+            self._on_loop(self._server.stop(grace))
+        self._close_loop()
 
     def __enter__(self) -> P4RuntimeServer:
         return self.start()

@@ -8,7 +8,10 @@ uses), so outcomes are deterministic.
 from __future__ import annotations
 
 import queue
+import shutil
+import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -740,3 +743,192 @@ def test_stopping_the_server_ends_its_worker_threads() -> None:
         server.stop(0.5)
         switch.close()
     assert p4rt_threads() - before == set()
+
+
+# -- hardening (issue 18) ---------------------------------------------------------------------------
+def test_idle_streams_do_not_starve_reads_writes_or_arbitration(shell) -> None:
+    """100 StreamChannels that never arbitrate: Read, the primary's Write and a new arbitration still work."""
+    switch, server = shell
+    idle_channel = grpc.insecure_channel(server.address)
+    idle_stub = p4runtime_pb2_grpc.P4RuntimeStub(idle_channel)
+    never: queue.Queue = queue.Queue()
+    idle = [idle_stub.StreamChannel(iter(never.get, None)) for _ in range(100)]
+    try:
+        # Wait until the server holds all of them: each has its first response pending.
+        time.sleep(1.0)
+        s = stub(server)
+        req = p4runtime_pb2.ReadRequest(device_id=1)
+        req.entities.add().counter_entry.counter_id = 0
+        assert sum(len(r.entities) for r in s.Read(req, timeout=10)) == 16
+        update_ = p4runtime_pb2.Update(type=p4runtime_pb2.Update.INSERT)
+        update_.entity.table_entry.CopyFrom(route_entry("10.0.9.9/32", 3).msg())
+        req = p4runtime_pb2.WriteRequest(device_id=1, updates=[update_])
+        req.election_id.high = 1
+        s.Write(req, timeout=10)
+        assert [p for p, _ in switch.table.entries()] == ["10.0.9.9/32"]
+        with streams(server, 1) as (newcomer,):
+            newcomer.arbitrate(7)
+            assert newcomer.status() == ("OK", 7)
+    finally:
+        never.put(None)
+        for call in idle:
+            call.cancel()
+        idle_channel.close()
+
+
+def test_a_stream_that_never_arbitrates_is_ended(target) -> None:
+    switch, _ = target
+    server = P4RuntimeServer(switch, "127.0.0.1:0", arbitration_timeout=0.5).start()
+    try:
+        with streams(server, 2) as (silent, talker):
+            talker.arbitrate(1)
+            assert talker.status() == ("OK", 1)
+            err = silent.received.get(timeout=10)
+            assert isinstance(err, grpc.RpcError) and err.code() == Code.DEADLINE_EXCEEDED
+            assert "MasterArbitrationUpdate" in err.details()
+            with pytest.raises(queue.Empty):  # the arbitrated stream stays open past the timeout
+                talker.received.get(timeout=1.0)
+    finally:
+        server.stop(0.5)
+
+
+def test_open_streams_are_bounded(target) -> None:
+    switch, _ = target
+    server = P4RuntimeServer(switch, "127.0.0.1:0", max_open_streams=2).start()
+    try:
+        with streams(server, 2) as (a, b):
+            a.arbitrate(1)
+            assert a.status() == ("OK", 1)
+            b.arbitrate(None)
+            assert b.status() == ("ALREADY_EXISTS", 1)
+            with streams(server, 1) as (third,):
+                err = third.next()
+                assert isinstance(err, grpc.RpcError) and err.code() == Code.RESOURCE_EXHAUSTED
+    finally:
+        server.stop(0.5)
+
+
+def test_a_huge_action_parameter_gets_a_short_readable_error(shell) -> None:
+    switch, server = shell
+    entry = route_entry("10.0.1.1/32", 1).msg()
+    entry.action.action.params[0].value = b"\x01" * 1_000_000
+    with pytest.raises(grpc.RpcError) as e:
+        primary_write(server, p4runtime_pb2.Update(type=p4runtime_pb2.Update.INSERT,
+                                                   entity=p4runtime_pb2.Entity(table_entry=entry)))
+    assert e.value.code() == Code.UNKNOWN  # not RESOURCE_EXHAUSTED: the client could read it
+    assert len(e.value.details()) < 1000 and "OUT_OF_RANGE" in e.value.details()
+    (err,) = details(e.value)
+    assert err.canonical_code == code_pb2.OUT_OF_RANGE and len(err.message) <= 300
+    assert switch.table.entries() == []
+
+
+def test_a_large_failing_batch_still_gets_a_readable_error(shell) -> None:
+    _, server = shell
+    bad = route_entry("10.0.1.1/32", 1).msg()
+    bad.action.action.params[0].value = b"\x01" * 100
+    insert = p4runtime_pb2.Update(type=p4runtime_pb2.Update.INSERT,
+                                  entity=p4runtime_pb2.Entity(table_entry=bad))
+    batch = [insert] * 1000
+    with pytest.raises(grpc.RpcError) as e:
+        primary_write(server, *batch)
+    assert e.value.code() == Code.UNKNOWN
+    assert "and 999 more of 1000" in e.value.details()
+
+
+def test_negative_counter_writes_are_refused(shell) -> None:
+    switch, server = shell
+    switch.pipeline.handle([pull()])
+    before = list(switch.queue.counters.msg_types)
+    counter = sh.CounterEntry("OlafIngress.msg_type_counter")
+    for index in (int(MsgType.PULL), None):
+        entry = p4runtime_pb2.CounterEntry(counter_id=counter.id)
+        if index is not None:
+            entry.index.index = index
+        entry.data.packet_count = -5
+        with pytest.raises(grpc.RpcError) as e:
+            primary_write(server, p4runtime_pb2.Update(type=p4runtime_pb2.Update.MODIFY,
+                                                       entity=p4runtime_pb2.Entity(counter_entry=entry)))
+        (err,) = details(e.value)
+        assert err.canonical_code == code_pb2.INVALID_ARGUMENT and "negative" in err.message
+    assert switch.queue.counters.msg_types == before and before[MsgType.PULL] == 1
+
+
+# -- TLS -------------------------------------------------------------------------------------------
+def _openssl(*args: str) -> None:
+    subprocess.run(["openssl", *args], check=True, capture_output=True)
+
+
+def _ca(d: Path, name: str) -> tuple[Path, Path]:
+    key, cert = d / f"{name}.key", d / f"{name}.pem"
+    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+             "-days", "2", "-subj", f"/CN={name}")
+    return cert, key
+
+
+def _signed(d: Path, name: str, ca: tuple[Path, Path], san: str) -> tuple[Path, Path]:
+    key, csr, cert, ext = d / f"{name}.key", d / f"{name}.csr", d / f"{name}.pem", d / f"{name}.ext"
+    ext.write_text(f"subjectAltName={san}\n")
+    _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(csr),
+             "-subj", f"/CN={name}")
+    _openssl("x509", "-req", "-in", str(csr), "-CA", str(ca[0]), "-CAkey", str(ca[1]), "-CAcreateserial",
+             "-out", str(cert), "-days", "2", "-extfile", str(ext))
+    return cert, key
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Path]]:
+    """A CA, a server certificate for 127.0.0.1, a client it signed, and a client signed by another CA."""
+    if shutil.which("openssl") is None:
+        pytest.skip("the openssl command is not installed")
+    d = tmp_path_factory.mktemp("pki")
+    ca, rogue_ca = _ca(d, "ca"), _ca(d, "rogue-ca")
+    return {"ca": ca, "server": _signed(d, "server", ca, "IP:127.0.0.1,DNS:localhost"),
+            "client": _signed(d, "client", ca, "DNS:controller"),
+            "rogue": _signed(d, "rogue", rogue_ca, "DNS:controller")}
+
+
+def test_mutual_tls_admits_only_clients_with_a_certificate_from_the_ca(pki) -> None:
+    from control_plane.tls import channel_credentials, server_credentials
+
+    switch = UdpSwitch(OlafQueue(QueueConfig()), "127.0.0.1", 0)
+    creds = server_credentials(*pki["server"], client_ca=pki["ca"][0])
+    server = P4RuntimeServer(switch, "127.0.0.1:0", credentials=creds).start()
+
+    def capabilities(channel: grpc.Channel) -> str:
+        with channel:
+            s = p4runtime_pb2_grpc.P4RuntimeStub(channel)
+            return s.Capabilities(p4runtime_pb2.CapabilitiesRequest(), timeout=5).p4runtime_api_version
+
+    try:
+        good = channel_credentials(pki["ca"][0], *pki["client"])
+        assert capabilities(grpc.secure_channel(server.address, good))
+        for refused in (channel_credentials(pki["ca"][0]),  # no client certificate
+                        channel_credentials(pki["ca"][0], *pki["rogue"])):  # signed by another CA
+            with pytest.raises(grpc.RpcError) as e:
+                capabilities(grpc.secure_channel(server.address, refused))
+            assert e.value.code() == Code.UNAVAILABLE
+        with pytest.raises(grpc.RpcError) as e:
+            capabilities(grpc.insecure_channel(server.address))  # plaintext
+        assert e.value.code() == Code.UNAVAILABLE
+        with pytest.raises(grpc.RpcError):  # a client that does not trust the server's CA
+            distrustful = channel_credentials(pki["rogue"][0], *pki["client"])
+            capabilities(grpc.secure_channel(server.address, distrustful))
+    finally:
+        server.stop(0.5)
+        switch.close()
+
+
+def test_tls_files_are_checked_with_an_error_naming_the_file(pki, tmp_path: Path) -> None:
+    from control_plane.tls import TlsError, channel_credentials, server_credentials
+
+    cert, key = pki["server"]
+    with pytest.raises(TlsError, match="nope.pem"):
+        server_credentials(tmp_path / "nope.pem", key)
+    with pytest.raises(TlsError, match="do not make a pair"):
+        server_credentials(cert, pki["client"][1])
+    garbage = tmp_path / "garbage.pem"
+    garbage.write_text("hello")
+    with pytest.raises(TlsError, match="garbage.pem: not a PEM file"):
+        server_credentials(cert, key, client_ca=garbage)
+    with pytest.raises(TlsError, match="give both"):
+        channel_credentials(pki["ca"][0], cert=pki["client"][0])
