@@ -10,17 +10,20 @@ from pathlib import Path
 
 import pytest
 
+from verification.check import build_model, check_property
 from verification.cli import main
 from verification.config import ConfigError, Deployment
-from verification.model import CheckResult, Options, build_model, check_property, forced_window
+from verification.model import CheckResult, Options
 from verification.replay import replay
+from verification.sending import forced, forced_window, probability, probe_gap
 from worker_transport.policy import Feedback, OlafPolicy
 
 pytestmark = pytest.mark.timeout(300)
 
 # Small deployments keep the suite fast; each one exercises a different part of the model.
-FAIR = Deployment(workers=4, clusters=2, horizon=10, warmup=3)
-"""OLAF defaults (capacity 64, 1 PULL/slot) with 4 workers: fair and responsive."""
+FAIR = Deployment(workers=4, clusters=2, horizon=10, warmup=3, sender="always")
+"""OLAF queue defaults (capacity 64, 1 PULL/slot) with 4 workers that always send: fair
+and responsive (segment encoding)."""
 FIFO_BROKEN = Deployment(workers=6, clusters=2, capacity=4, mode="fifo", horizon=8, warmup=3)
 """FIFO drop-tail, capacity below the worker count, 6 UPDATEs per PULL."""
 OLAF_TIGHT = Deployment(workers=6, clusters=2, horizon=8, warmup=3,
@@ -32,7 +35,7 @@ SMALL_RING = Deployment(workers=4, clusters=4, capacity=2, horizon=7, warmup=2,
 HALF_RATE = Deployment(workers=4, clusters=2, pull_rate=Fraction(1, 2), horizon=9, warmup=3,
                        aom_bound=2)
 """One PULL every other slot: slots without a PULL, AoM 2 is not enough."""
-ALIASED = Deployment(workers=34, clusters=1, horizon=6, warmup=2,
+ALIASED = Deployment(workers=34, clusters=1, horizon=6, warmup=2, sender="always",
                      fairness_threshold=Fraction(1, 4))
 """34 workers in one cluster: contributor bits of w0/w32 and w1/w33 alias (DESIGN.md §5)."""
 ANY_REWARDS = Deployment(workers=4, clusters=2, capacity=2, horizon=7, warmup=2,
@@ -146,18 +149,43 @@ def test_contributor_bits_alias_beyond_32_workers_per_cluster() -> None:
     assert not Deployment(workers=64, clusters=2).aliasing
 
 
-def test_forced_window_follows_the_worker_policy() -> None:
+def test_send_rule_matches_the_worker_implementation() -> None:
+    """The model's DESIGN.md §4 rule gives the same P_s as worker_transport's OlafPolicy
+    (free share, N = max(active, 1), expiry after feedback_ttl with a probe)."""
     dep = Deployment(workers=4, clusters=4, capacity=4, horizon=20)
-    policy = OlafPolicy(4, dep.alpha, dep.beta)
+    policy = OlafPolicy(alpha=dep.alpha, beta=dep.beta, feedback_ttl_ms=dep.feedback_ttl_ms)
+    assert policy.probability(None, 0) == probability(dep, None, 0, 0.0) == 1.0
+    for util in (0, 1, 63, 127, 191, 254, 255):
+        for active in (0, 1, 2, 4, 255):
+            for delta_us in (0, 1, 5_000, 10_000, 99_999, 100_000, 100_001, 250_000):
+                fb = Feedback(util, active, False, 1_000_000)
+                want = policy.probability(fb, 1_000_000 + delta_us)
+                got = probability(dep, util, active, delta_us / 1000)
+                assert got == pytest.approx(want, abs=1e-12), (util, active, delta_us)
+
+
+def test_forced_sends_follow_the_send_rule() -> None:
+    """A send is forced exactly when P_s = 1 at every instant of its slot; stale
+    feedback forces a probe ceil(ttl/slot) + 1 slots after the ACK's slot."""
+    dep = Deployment(workers=4, clusters=4, capacity=4, horizon=20)
+    assert probe_gap(dep) == 11
     for occupied in range(5):
         for active in range(min(occupied, 4) + 1):
             window = forced_window(dep, occupied, active)
-            fb = Feedback(255 * occupied // 4, active, False, 0)
+            util = 255 * occupied // 4
             for gap in range(1, 21):
-                forced = policy.probability(fb, gap * 10_000) >= 1.0
-                assert forced == (gap <= window), (occupied, active, gap)
-    assert forced_window(Deployment(), 2, 2) == Deployment().horizon
+                instants = [(gap - 1) * 10 + 0.001 * k for k in range(1, 10_001, 500)] + [gap * 10]
+                all_one = all(probability(dep, util, active, d) >= 1.0 for d in instants)
+                assert forced(dep, occupied, active, gap) == all_one, (occupied, active, gap)
+                if window < dep.horizon:
+                    assert (gap <= window or gap >= 11) == all_one, (occupied, active, gap)
+    # An empty queue leaves P_s = 1; the legacy rule's Q_free in slots kept it at 1 too.
+    assert forced_window(Deployment(), 0, 0) == Deployment().horizon
+    assert forced_window(Deployment(send_rule="legacy"), 2, 2) == Deployment().horizon
+    assert forced_window(Deployment(), 2, 2) == 0
     assert forced_window(Deployment(mode="fifo"), 64, 1) == Deployment().horizon
+    legacy = Deployment(send_rule="legacy", capacity=2, workers=2)
+    assert probe_gap(legacy) is None and not forced(legacy, 2, 2, 500)
 
 
 @pytest.mark.parametrize(
@@ -177,10 +205,12 @@ def test_impossible_configurations(kwargs: dict, words: str) -> None:
 
 
 def test_cli_exit_codes_and_json(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    small = ["--workers", "4", "--horizon", "8", "--warmup", "3"]
+    small = ["--workers", "4", "--horizon", "8", "--warmup", "3", "--sender", "always",
+             "--property", "both"]
     assert main(small) == 0
     out = capsys.readouterr().out
     assert "fairness        VERIFIED" in out and "responsiveness  VERIFIED" in out
+    assert "assuming:" in out and "workers always send" in out
 
     broken = ["--workers", "6", "--capacity", "4", "--mode", "fifo", "--horizon", "8",
               "--warmup", "3", "--property", "fairness", "--json"]
@@ -208,7 +238,7 @@ def test_cli_exit_codes_and_json(capsys: pytest.CaptureFixture[str], tmp_path: P
                     'warmup = 3\nproperty = "fairness"\n')
     assert main([str(toml)]) == 1
     capsys.readouterr()
-    assert main([str(toml), "--mode", "olaf", "--workers", "4"]) == 0
+    assert main([str(toml), "--mode", "olaf", "--workers", "4", "--sender", "always"]) == 0
     capsys.readouterr()
     assert main(["--workers", "4", "--mode", "fifo", "--engine", "segments"]) == 2
     assert "segment encoding" in capsys.readouterr().err
@@ -216,7 +246,140 @@ def test_cli_exit_codes_and_json(capsys: pytest.CaptureFixture[str], tmp_path: P
     assert main([str(toml)]) == 2
     assert "unknown key 'wokers'" in capsys.readouterr().err
 
-    timeout = ["--workers", "8", "--horizon", "24", "--property", "fairness",
-               "--timeout", "0.01"]
+    timeout = ["--workers", "8", "--horizon", "24", "--property", "fairness", "--sender",
+               "always", "--timeout", "0.01"]
     assert main(timeout) == 3
     assert "UNKNOWN" in capsys.readouterr().out
+
+
+# -- issue 19 item 3: true AoM values, real violations reported as VIOLATED ----------------
+
+@pytest.mark.parametrize(
+    "dep",
+    [Deployment(workers=4, pull_rate=Fraction(1, 4), horizon=10, warmup=6),
+     Deployment(rewards="any")],
+    ids=["quarter-rate", "any-rewards-default"],
+)
+def test_responsiveness_violation_has_true_aom_and_replays(dep: Deployment) -> None:
+    result = check(dep, "responsiveness")
+    assert result.status == "VIOLATED", result.reason
+    trace = result.trace
+    assert trace is not None
+    report = replay(dep, trace)
+    assert report.ok, report.mismatches
+    # The model's counters saturate at bound + 1; the printed trace must not.
+    last = trace.slots[-1]
+    assert last.aom[trace.violation_worker] > dep.aom_bound
+    for s in trace.slots:
+        assert all(0 <= a <= s.slot for a in s.aom)
+    if dep.pull_rate == Fraction(1, 4):
+        assert max(last.aom) > dep.aom_bound + 1
+        assert max(last.aom) == last.slot  # never credited: AoM = t, far above the cap
+
+
+def test_cli_reports_real_violation_as_violated(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["--workers", "4", "--pull-rate", "1/4", "--horizon", "10", "--warmup", "6",
+            "--property", "responsiveness", "--json"]
+    assert main(args) == 1
+    (res,) = json.loads(capsys.readouterr().out)["results"]
+    assert res["status"] == "VIOLATED" and res["replay"]["reproduced"]
+
+
+# -- issue 18 item 3: --timeout bounds every engine; bad TOML files exit 2 -----------------
+
+def test_timeout_bounds_the_explicit_engine_on_the_largest_size(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    import time
+
+    timeout = 2.0
+    args = ["--engine", "explicit", "--workers", "256", "--clusters", "255", "--horizon",
+            "1000", "--pull-rate", "64", "--capacity", "65535", "--mode", "fifo",
+            "--property", "fairness", "--timeout", str(timeout)]
+    start = time.monotonic()
+    assert main(args) == 3
+    assert time.monotonic() - start < timeout + 5
+    assert "UNKNOWN" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        (b"", "no settings"),
+        (b"\xff\xfeworkers = 3\n", "not UTF-8"),
+        (b"workers = 200\n[deployment]\nclusters = 2\n", "unknown top-level key 'workers'"),
+        (b"[deployment]\nworkers = \n", "not valid TOML"),
+        (b"[deploy]\nworkers = 3\n", "unknown key 'deploy'"),
+    ],
+    ids=["empty", "not-utf8", "key-above-table", "bad-toml", "misspelt-table"],
+)
+def test_bad_toml_files_exit_2_with_one_line(content: bytes, words: str, tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "dep.toml"
+    path.write_bytes(content)
+    assert main([str(path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.count("\n") == 1 and words in captured.err, captured.err
+
+
+def test_unreadable_toml_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([str(tmp_path)]) == 2  # a directory: cannot be read as a file
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot read" in err
+    assert main([str(tmp_path / "missing.toml")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot read" in err
+
+
+# -- issue 14 item 3: the revised §4 rule, and no starvation -------------------------------
+
+LEGACY_TOML = Path(__file__).resolve().parents[1] / "verification" / "examples" / \
+    "legacy-rule-starvation.toml"
+
+
+def test_legacy_send_rule_starves_a_worker(capsys: pytest.CaptureFixture[str]) -> None:
+    """Regression case: the old rule (Q_free in slots, no expiry) lets one full ACK
+    silence a worker while the queue is empty; the counterexample replays."""
+    assert main([str(LEGACY_TOML), "--json"]) == 1
+    (res,) = json.loads(capsys.readouterr().out)["results"]
+    assert res["property"] == "starvation" and res["status"] == "VIOLATED"
+    assert res["replay"]["reproduced"], res["replay"]
+    cex = res["counterexample"]
+    worker = cex["violation_worker"]
+    silent = [s for s in cex["slots"] if worker in s["skipped"]]
+    assert len(silent) >= 11
+    # ... while the queue had room: never full at the start of those slots.
+    assert all(s["occupied"] < 2 for s in cex["slots"][-12:-1])
+
+
+def test_design_send_rule_never_starves(capsys: pytest.CaptureFixture[str]) -> None:
+    """The same deployment with the revised rule: the probe after feedback_ttl bounds every
+    silence by ceil(ttl / slot) = 10 slots, and the bound is tight."""
+    assert main([str(LEGACY_TOML), "--send-rule", "design"]) == 0
+    assert "starvation      VERIFIED" in capsys.readouterr().out
+    assert main([str(LEGACY_TOML), "--send-rule", "design", "--starvation-bound", "9",
+                 "--json"]) == 1
+    (res,) = json.loads(capsys.readouterr().out)["results"]
+    assert res["status"] == "VIOLATED" and res["replay"]["reproduced"]
+
+
+def test_stale_feedback_forces_a_probe() -> None:
+    """A worker whose last ACK said 'full' may skip, but not past the feedback's expiry:
+    no trace has a worker skipping gap >= probe gap after its last send."""
+    import z3
+
+    dep = Deployment(workers=2, clusters=2, capacity=2, horizon=14, warmup=2)
+    model = build_model(dep, "starvation")
+    for t in range(dep.horizon):
+        model.add_slot(t)
+    # Ask for worker 1 silent in slots 1..11: 11 skips, one more than the probe allows.
+    model.solver.add(*[model.skipped[t][1] for t in range(1, 12)])
+    assert model.solver.check() == z3.unsat
+    model.solver.reset()
+    legacy = Deployment(workers=2, clusters=2, capacity=2, horizon=14, warmup=2,
+                        send_rule="legacy")
+    model = build_model(legacy, "starvation")
+    for t in range(legacy.horizon):
+        model.add_slot(t)
+    model.solver.add(*[model.skipped[t][1] for t in range(1, 14)])
+    assert model.solver.check() == z3.sat

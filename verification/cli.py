@@ -1,4 +1,4 @@
-"""``verify-aom``: prove or refute AoM fairness and responsiveness for a deployment.
+"""``verify-aom``: prove or refute AoM fairness, responsiveness and starvation-freedom.
 
 Exit codes: 0 every checked property VERIFIED, 1 some property VIOLATED (a
 counterexample is printed), 2 bad arguments or an impossible configuration, 3 some
@@ -18,6 +18,7 @@ from verification.config import (
     MODES,
     PROPERTIES,
     REWARD_MODELS,
+    SEND_RULES,
     SENDERS,
     ConfigError,
     Deployment,
@@ -71,6 +72,11 @@ def build_parser() -> ArgumentParser:
     g.add_argument("--alpha", type=float, help=f"P_s exploration weight (default {d.alpha})")
     g.add_argument("--beta", type=float, help=f"P_s decay per ms (default {d.beta})")
     g.add_argument("--slot-ms", type=float, help=f"slot length in ms (default {d.slot_ms:g})")
+    g.add_argument("--send-rule", choices=SEND_RULES,
+                   help="design: DESIGN.md §4 (free share, feedback expiry, probe; default); "
+                        "legacy: the old rule (Q_free in slots, no expiry)")
+    g.add_argument("--feedback-ttl-ms", type=float,
+                   help=f"feedback expiry in ms, inf = never (default {d.feedback_ttl_ms:g})")
     g.add_argument("--rewards", choices=REWARD_MODELS,
                    help="merge: no reward threshold set (default); any: rewards unknown")
     c = p.add_argument_group("check")
@@ -80,24 +86,41 @@ def build_parser() -> ArgumentParser:
     c.add_argument("--fairness-threshold", type=_number,
                    help=f"slots (default {d.fairness_threshold})")
     c.add_argument("--aom-bound", type=int, help=f"slots (default {d.aom_bound})")
-    c.add_argument("--max-skip", type=int,
-                   help=f"a worker that keeps sending skips at most this many slots in a row "
+    c.add_argument("--max-skip", type=_skip,
+                   help=f"assumption: a worker that keeps sending skips at most this many "
+                        f"slots in a row; 'none' = only the send rule limits it "
                         f"(default {d.max_skip})")
-    c.add_argument("--property", choices=(*PROPERTIES, "both"), default=None,
-                   help="which property to check (default both)")
+    c.add_argument("--starvation-bound", type=int,
+                   help="starvation: no worker skips more than this many slots in a row while "
+                        "the queue has room (default ceil(feedback-ttl / slot))")
+    c.add_argument("--property", choices=(*PROPERTIES, "both", "all"), default=None,
+                   help="which property to check (default all; both = fairness and "
+                        "responsiveness)")
     c.add_argument("--timeout", type=float, default=None,
                    help=f"seconds per property (default {DEFAULT_TIMEOUT_S:g})")
     c.add_argument("--engine", choices=("auto", "counting", "segments", "explicit"),
                    default="auto", help="encoding (default auto: the fastest exact one)")
     c.add_argument("--no-replay", action="store_true",
                    help="do not replay counterexamples through the reference OlafQueue")
+    c.add_argument("--dump-smt", metavar="PATH",
+                   help="write each property's final query as SMT-LIB 2 to PATH "
+                        "(PATH.<property>.smt2)")
     p.add_argument("--json", action="store_true", help="print one JSON document")
     return p
 
 
+def _skip(text: str) -> int | str:
+    if text.lower() == "none":
+        return "none"
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer or 'none': {text!r}") from None
+
+
 FLAG_FIELDS = ("workers", "clusters", "capacity", "pull_rate", "mode", "sender", "alpha", "beta",
                "slot_ms", "rewards", "horizon", "warmup", "fairness_threshold", "aom_bound",
-               "max_skip")
+               "max_skip", "send_rule", "feedback_ttl_ms", "starvation_bound")
 
 
 def deployment_from_args(args: argparse.Namespace) -> tuple[Deployment, str, float]:
@@ -109,9 +132,14 @@ def deployment_from_args(args: argparse.Namespace) -> tuple[Deployment, str, flo
         value = getattr(args, name)
         if value is not None:
             values[name] = value
-    prop = args.property or prop or "both"
-    if prop not in (*PROPERTIES, "both"):
-        raise ConfigError(f"property must be fairness, responsiveness or both, got {prop!r}")
+    if values.get("max_skip") == "none":
+        values["max_skip"] = None
+    if isinstance(values.get("feedback_ttl_ms"), str) and values["feedback_ttl_ms"] == "inf":
+        values["feedback_ttl_ms"] = float("inf")
+    prop = args.property or prop or "all"
+    if prop not in (*PROPERTIES, "both", "all"):
+        raise ConfigError(f"property must be one of {', '.join(PROPERTIES)}, both or all, "
+                          f"got {prop!r}")
     timeout = args.timeout if args.timeout is not None else timeout
     timeout = DEFAULT_TIMEOUT_S if timeout is None else timeout
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
@@ -126,9 +154,10 @@ def describe(dep: Deployment) -> str:
         f"{dep.workers} workers in {dep.clusters} clusters ({per} each), capacity "
         f"{dep.capacity}, {dep.mode.upper()} mode, sender {dep.sender}, "
         f"{float(dep.pull_rate):g} PULL/slot, slot {dep.slot_ms:g} ms, alpha {dep.alpha:g}, "
-        f"beta {dep.beta:g}, rewards={dep.rewards}; slots {dep.warmup}..{dep.horizon - 1} "
+        f"beta {dep.beta:g}, send rule {dep.send_rule}, feedback ttl {dep.feedback_ttl_ms:g} ms, "
+        f"rewards={dep.rewards}; slots {dep.warmup}..{dep.horizon - 1} "
         f"checked, fairness <= {float(dep.fairness_threshold):g}, AoM <= {dep.aom_bound}, "
-        f"max skip {dep.max_skip}"
+        f"max skip {dep.max_skip}, starvation bound {dep.starvation_limit}"
     )
 
 
@@ -141,21 +170,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"verify-aom: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     # z3 is slow to import; argument errors above stay fast.
-    from verification.model import Options, check_property
-    from verification.replay import replay
+    from verification.model import Options
+    from verification.watchdog import run_bounded
 
-    props = PROPERTIES if prop == "both" else (prop,)
+    props = {"both": ("fairness", "responsiveness"), "all": PROPERTIES}.get(prop, (prop,))
     results = []
     for name in props:
-        try:
-            result = check_property(dep, name, timeout, Options(engine=args.engine))
-        except ValueError as e:
+        dump = f"{args.dump_smt}.{name}.smt2" if args.dump_smt else None
+        outcome = run_bounded(dep, name, timeout, Options(engine=args.engine, dump_smt=dump),
+                              replay_trace=not args.no_replay)
+        if outcome.error is not None:
             # An engine asked for explicitly that cannot represent this deployment.
-            print(f"verify-aom: error: --engine {args.engine}: {e}", file=sys.stderr)
+            print(f"verify-aom: error: --engine {args.engine}: {outcome.error}", file=sys.stderr)
             return EXIT_USAGE
+        result = outcome.result
         entry = result.to_dict()
-        if result.trace is not None and not args.no_replay:
-            report = replay(dep, result.trace)
+        report = outcome.replay
+        if report is not None:
             entry["replay"] = {"reproduced": report.ok, "messages": report.messages,
                                "mismatches": report.mismatches}
             if not report.ok:
@@ -175,8 +206,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
     print(f"deployment: {describe(dep)}")
     for result, entry in results:
-        print(f"{result.prop:<15} {result.status:<9} ({result.seconds:.1f} s, {result.engine}) "
-              f"{result.reason}")
+        scope = ""
+        if result.status == "VERIFIED":
+            scope = ("for all T " if result.scope == "unbounded"
+                     else f"up to T = {dep.horizon} ")
+        print(f"{result.prop:<15} {result.status:<9} {scope}({result.seconds:.1f} s, "
+              f"{result.engine or 'stopped'}) {result.reason}")
+        if result.status == "VERIFIED" and result.assumptions:
+            print("  assuming:")
+            for line in result.assumptions:
+                print(f"  - {line}")
         if result.trace is not None:
             print(result.trace.table())
             if "replay_summary" in entry:

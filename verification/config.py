@@ -21,12 +21,15 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from verification.sending import SEND_RULES
 from worker_transport.policy import DEFAULT_ALPHA, DEFAULT_BETA
 
 MODES = ("olaf", "fifo")
 SENDERS = ("olaf", "always")
 REWARD_MODELS = ("merge", "any")
-PROPERTIES = ("fairness", "responsiveness")
+PROPERTIES = ("fairness", "responsiveness", "starvation")
+DEFAULT_FEEDBACK_TTL_MS = 100.0
+"""DESIGN.md §4's default ``feedback_ttl``."""
 
 MAX_WORKERS = 256
 MAX_HORIZON = 1000
@@ -66,8 +69,18 @@ class Deployment:
     sender: str | None = None
     """Workers' transmission control: ``olaf`` (P_s, DESIGN.md §4) or ``always``.
     ``None`` picks the natural partner of ``mode``: olaf -> olaf, fifo -> always."""
-    max_skip: int = 2
-    """A worker that keeps sending skips at most this many slots in a row."""
+    max_skip: int | None = 2
+    """Assumption for fairness and responsiveness: a worker that *keeps sending* skips
+    at most this many slots in a row. ``None``: no assumption beyond the send rule
+    itself (which, with expiry, bounds skip runs by the probe gap)."""
+    send_rule: str = "design"
+    """``design``: DESIGN.md §4 as revised (free share, feedback expiry, probe).
+    ``legacy``: the old rule (``Q_free`` in slots, no expiry), kept as a regression case."""
+    feedback_ttl_ms: float = DEFAULT_FEEDBACK_TTL_MS
+    """Feedback older than this no longer counts; the next update is a probe."""
+    starvation_bound: int | None = None
+    """Starvation property: no worker skips more than this many slots in a row while
+    the queue has room. ``None``: the probe gap minus one, ``ceil(ttl / slot_ms)``."""
     rewards: str = "merge"
     """``merge``: no reward threshold set (the switch default, every compatible update
     merges). ``any``: rewards and threshold unknown, so an update that meets another
@@ -82,8 +95,10 @@ class Deployment:
             self, "fairness_threshold", _fraction(self.fairness_threshold, "fairness-threshold")
         )
         for name in ("workers", "clusters", "capacity", "horizon", "warmup", "aom_bound",
-                     "max_skip"):
+                     "max_skip", "starvation_bound"):
             value = getattr(self, name)
+            if value is None and name in ("max_skip", "starvation_bound"):
+                continue
             if isinstance(value, bool) or not isinstance(value, int):
                 fail(f"{name.replace('_', '-')} must be an integer, got {value!r}")
         if not 1 <= self.workers <= MAX_WORKERS:
@@ -108,7 +123,7 @@ class Deployment:
             fail("fairness-threshold must be >= 0 slots")
         if self.aom_bound < 0:
             fail("aom-bound must be >= 0 slots")
-        if self.max_skip < 0:
+        if self.max_skip is not None and self.max_skip < 0:
             fail("max-skip must be >= 0 slots")
         if not (math.isfinite(self.alpha) and self.alpha >= 0):
             fail(f"alpha must be finite and >= 0, got {self.alpha}")
@@ -126,6 +141,16 @@ class Deployment:
             fail(f"rewards must be one of {', '.join(REWARD_MODELS)}, got {self.rewards!r}")
         if self.rewards == "any" and self.mode == "fifo":
             fail("rewards=any needs mode=olaf: FIFO mode never compares rewards")
+        if self.send_rule not in SEND_RULES:
+            fail(f"send-rule must be one of {', '.join(SEND_RULES)}, got {self.send_rule!r}")
+        if isinstance(self.feedback_ttl_ms, bool) or not isinstance(self.feedback_ttl_ms,
+                                                                     int | float):
+            fail(f"feedback-ttl-ms must be a number, got {self.feedback_ttl_ms!r}")
+        object.__setattr__(self, "feedback_ttl_ms", float(self.feedback_ttl_ms))
+        if not self.feedback_ttl_ms > 0:
+            fail(f"feedback-ttl-ms must be > 0 (inf: never expires), got {self.feedback_ttl_ms}")
+        if self.starvation_bound is not None and self.starvation_bound < 0:
+            fail("starvation-bound must be >= 0 slots")
 
     # -- derived -------------------------------------------------------------------
     def cluster_of(self, worker: int) -> int:
@@ -151,8 +176,19 @@ class Deployment:
         r = self.pull_rate
         return math.floor((t + 1) * r) - math.floor(t * r)
 
+    @property
+    def starvation_limit(self) -> int:
+        """The starvation property's bound in slots: ``starvation_bound``, or by default
+        ``ceil(feedback_ttl / slot)`` (what the probe guarantees), capped at the horizon."""
+        if self.starvation_bound is not None:
+            return self.starvation_bound
+        slots = self.feedback_ttl_ms / self.slot_ms
+        return math.ceil(slots) if slots < self.horizon else self.horizon
+
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        if math.isinf(self.feedback_ttl_ms):
+            d["feedback_ttl_ms"] = "inf"
         d["pull_rate"] = _fraction_out(self.pull_rate)
         d["fairness_threshold"] = _fraction_out(self.fairness_threshold)
         return d
@@ -180,23 +216,47 @@ def _fraction_out(value: Fraction) -> int | float:
 FIELD_NAMES = frozenset(f.name for f in fields(Deployment))
 
 
+TOP_LEVEL_KEYS = frozenset({"deployment", "property", "timeout"})
+
+
 def load_toml(path: str | Path) -> dict[str, Any]:
-    """The ``[deployment]`` table of a TOML file (or its top level), keys as the flags
-    spell them (``pull-rate`` or ``pull_rate``); unknown keys are an error."""
+    """The settings of a TOML file: a ``[deployment]`` table (plus optional top-level
+    ``property`` and ``timeout``), or the same keys at the top level; keys as the flags
+    spell them (``pull-rate`` or ``pull_rate``). Unknown keys anywhere, an empty file,
+    a file that is not UTF-8 or not TOML are errors (ConfigError, one line)."""
     try:
         with open(path, "rb") as f:
-            data = tomllib.load(f)
+            raw = f.read()
     except OSError as e:
-        raise ConfigError(f"cannot read {path}: {e.strerror}") from None
+        raise ConfigError(f"cannot read {path}: {e.strerror or e}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {e.start}); TOML files are UTF-8") from None
+    try:
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{path}: not valid TOML: {e}") from None
-    table = data.get("deployment", data)
-    if not isinstance(table, dict):
-        raise ConfigError(f"{path}: [deployment] must be a table")
+        raise ConfigError(f"{path}: not valid TOML: {str(e).splitlines()[0]}") from None
+    if not data:
+        raise ConfigError(f"{path}: no settings (an empty file would silently verify the "
+                          "default deployment)")
+    if "deployment" in data:
+        table = data["deployment"]
+        if not isinstance(table, dict):
+            raise ConfigError(f"{path}: [deployment] must be a table")
+        for key in data:
+            if key not in TOP_LEVEL_KEYS:
+                raise ConfigError(f"{path}: unknown top-level key {key!r} (settings go in "
+                                  "[deployment])")
+        table = {**{k: v for k, v in data.items() if k != "deployment"}, **table}
+    else:
+        table = data
     out: dict[str, Any] = {}
     for key, value in table.items():
         name = key.replace("-", "_")
         if name not in FIELD_NAMES and name not in ("timeout", "property"):
             raise ConfigError(f"{path}: unknown key {key!r}")
+        if isinstance(value, dict):
+            raise ConfigError(f"{path}: {key!r} must be a value, not a table")
         out[name] = value
     return out

@@ -25,14 +25,15 @@ and ``AoM_u`` in slots.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import z3
 
-from verification.config import Deployment
+from verification.config import PROPERTIES, Deployment
+from verification.sending import forced_window, probe_gap
 from verification.trace import Event, Slot, Trace
-from worker_transport.policy import Feedback, OlafPolicy
 from worker_transport.protocol import Outcome
 
 CODE_DATA = 5
@@ -40,6 +41,10 @@ CODE_EMPTY = 6
 CODE_IDLE = 7
 FAIRNESS_CAP = 4
 ENGINES = ("auto", "counting", "segments", "explicit")
+
+
+class DeadlineExceeded(Exception):
+    """The time budget ran out while the model was being built or solved."""
 CHOICES = ("MERGED", "REPLACED", "DROPPED_REWARD")
 
 
@@ -50,37 +55,6 @@ def _code(value: int) -> Any:
 def bits(n: int) -> int:
     """Bits that hold 0..n."""
     return max(1, int(n).bit_length())
-
-
-def queue_util(occupied: int, capacity: int) -> int:
-    return 255 * occupied // capacity
-
-
-def slot_us(dep: Deployment) -> int:
-    return max(1, round(dep.slot_ms * 1000))
-
-
-def forced_window(dep: Deployment, occupied: int, active: int) -> int:
-    """Slots after an ACK (occupancy ``occupied``, ``active`` clusters) during which the
-    worker's ``P_s`` is exactly 1, so it must send: 0 = never, ``horizon`` = always.
-
-    ``P_s`` is evaluated with the implementation's own policy at the *latest* instant
-    the decision can fall (``gap`` whole slots after the ACK): ``P_s`` only shrinks
-    with time, so a send is forced in the model only when it is forced for every
-    timing within the slot. The worker clock counts integer microseconds.
-    """
-    if dep.sender == "always":
-        return dep.horizon
-    policy = OlafPolicy(dep.capacity, dep.alpha, dep.beta)
-    util = queue_util(occupied, dep.capacity)
-    fb = Feedback(queue_util=util, active_clusters=active, congested=False, received_us=0)
-    window = 0
-    for gap in range(1, dep.horizon + 1):
-        if policy.probability(fb, gap * slot_us(dep)) >= 1.0:
-            window = gap
-        else:
-            break
-    return window
 
 
 def reachable_feedback(dep: Deployment) -> list[tuple[int, int]]:
@@ -109,6 +83,11 @@ class Options:
     """Fix the slot-0 arrival order of interchangeable workers and clusters."""
     logic: str | None = "QF_BV"
     """Solver logic (``None`` = z3's default solver)."""
+    deadline: float | None = None
+    """time.monotonic() after which building and solving stop (set by check_property)."""
+    dump_smt: str | None = None
+    """Write the final query (constraints and the violation at any checked slot) as
+    SMT-LIB 2 to this path."""
     engine: str = "auto"
     """``segments`` (``verification.segments``), ``explicit`` (one position per message,
     this module), ``counting`` (``verification.counting``, a counter abstraction: exact
@@ -129,15 +108,26 @@ class CheckResult:
     """UNKNOWN: why (timeout, solver's reason); VERIFIED/VIOLATED: a one-line summary."""
     engine: str = ""
     """The encoding that produced the verdict."""
+    checked_through: int | None = None
+    """Last slot for which the solver proved that no violation exists there (all slots
+    from the first checked one up to it); None when none was proved."""
+    scope: str = "bounded"
+    """``bounded``: the verdict covers slots up to the horizon only. ``unbounded``: it
+    holds for every horizon (an inductive proof)."""
+    assumptions: list[str] = field(default_factory=list)
+    """What a VERIFIED rests on, in words (printed with the verdict)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "property": self.prop,
             "status": self.status,
+            "scope": self.scope,
             "engine": self.engine,
             "seconds": round(self.seconds, 3),
+            "checked_through_slot": self.checked_through,
             "size": self.size,
             "reason": self.reason,
+            "assumptions": self.assumptions,
             "counterexample": self.trace.to_dict() if self.trace else None,
         }
 
@@ -165,7 +155,7 @@ class AomModel:
 
     def __init__(self, dep: Deployment, prop: str, options: Options | None = None,
                  aom_cap: int | None = None) -> None:
-        if prop not in ("fairness", "responsiveness"):
+        if prop not in PROPERTIES:
             raise ValueError(f"unknown property {prop!r}")
         self.dep = dep
         self.prop = prop
@@ -191,6 +181,14 @@ class AomModel:
         self._constants = 0
         self.slot_cpu: list[float] = []
         """Incremental mode: solver CPU seconds of the check at each slot after warm-up."""
+        self.deadline: float | None = self.opt.deadline
+        """time.monotonic() after which building the model stops (DeadlineExceeded)."""
+        self._ticks = 0
+        self.room: list[Any] = []
+        """Per slot: the queue had a free slot when the slot began (starvation)."""
+        self.silent: list[list[Any]] = []
+        """Per slot and worker: consecutive slots skipped while the queue had room,
+        saturating at the starvation bound + 1."""
         self._init_state()
         self._init_transmission()
         self.target = None
@@ -209,9 +207,18 @@ class AomModel:
 
     def _fresh(self, name: str, value: Any) -> Any:
         """A named constant equal to ``value``: keeps terms shallow across many steps."""
+        self._tick()
         v = self._bool(name) if z3.is_bool(value) else self._bv(name, value.size())
         self.solver.add(v == value)
         return v
+
+    def _tick(self) -> None:
+        """Every few calls, stop if the time budget is spent (large models take long
+        to build, before the solver's own timeout can act)."""
+        self._ticks += 1
+        if self.deadline is not None and self._ticks % 128 == 0 \
+                and time.monotonic() > self.deadline:
+            raise DeadlineExceeded
 
     def _const(self, value: int, width: int) -> Any:
         return z3.BitVecVal(value, width)
@@ -253,10 +260,14 @@ class AomModel:
         self.inb = [z3.BoolVal(False) for _ in range(dep.workers)]
         self.count = [self._const(0, self.wO) for _ in range(dep.clusters)]
         self.aom_now = [self._const(0, self.wA) for _ in range(dep.workers)]
+        self.occ_at_slot_start = self.occ
 
     def _init_transmission(self) -> None:
         dep = self.dep
-        table = {fb: forced_window(dep, *fb) for fb in reachable_feedback(dep)}
+        table = {}
+        for fb in reachable_feedback(dep):
+            self._tick()
+            table[fb] = forced_window(dep, *fb)
         self.window_table = table
         values = set(table.values())
         # A window that covers the horizon for every reachable ACK means P_s is 1
@@ -265,6 +276,9 @@ class AomModel:
         self.window_default = max(values, key=lambda v: sum(1 for x in table.values() if x == v))
         self.last_send = [self._const(0, self.wT) for _ in range(dep.workers)]
         self.window = [self._const(dep.horizon, self.wT) for _ in range(dep.workers)]
+        self.probe_gap = probe_gap(dep)
+        self.wS = bits(dep.starvation_limit + 1)
+        self.silent_now = [self._const(0, self.wS) for _ in range(dep.workers)]
 
     def _window_of(self, occ: Any, active: Any) -> Any:
         """The forced-send window for an ACK carrying (occ, active), as a term."""
@@ -295,7 +309,10 @@ class AomModel:
             s.add(z3.ULE(ev, self.IDLE))
             if j + 1 < m:
                 s.add(z3.Implies(ev == self.IDLE, evs[j + 1] == self.IDLE))
-        is_w = [[ev == u for u in range(n)] for ev in evs]
+        is_w = []
+        for ev in evs:
+            self._tick()
+            is_w.append([ev == u for u in range(n)])
         for u in range(n):
             s.add(z3.AtMost(*[is_w[j][u] for j in range(m)], 1))
         if pulls:
@@ -327,7 +344,29 @@ class AomModel:
                 self.last_send[u] = self._fresh(
                     f"last_{t}_{u}", z3.If(sends[u], self._const(t, self.wT), self.last_send[u])
                 )
+        self._end_slot(t, received)
+
+    def _end_slot(self, t: int, received: list[list[Any]]) -> None:
+        """AoM and the starvation counters at the end of slot ``t``."""
         self._advance_aom(t, received)
+        if self.prop != "starvation":
+            return
+        dep = self.dep
+        start_occ = self.occ_at_slot_start
+        room = z3.BoolVal(True) if dep.capacity > self.K else start_occ != self.K
+        self.room.append(room)
+        top = dep.starvation_limit + 1
+        one = self._const(1, self.wS)
+        row = []
+        for u in range(dep.workers):
+            run = self.silent_now[u]
+            longer = z3.If(run == top, run, run + one)
+            row.append(self._fresh(f"silent_{t}_{u}",
+                                   z3.If(z3.And(room, self.skipped[t][u]), longer,
+                                         self._const(0, self.wS))))
+        self.silent_now = row
+        self.silent.append(row)
+        self.occ_at_slot_start = self.occ
 
     def _advance_aom(self, t: int, received: list[list[Any]]) -> None:
         """AoM_u(t) = t - (last slot in which the PS credited u), 0 initially; the
@@ -347,15 +386,22 @@ class AomModel:
     def _transmission(self, t: int, sends: list[Any]) -> None:
         """Sends allowed by P_s: forced while P_s = 1 (always before the first ACK);
         free otherwise, except that a worker that keeps sending skips at most
-        ``max_skip`` slots in a row."""
+        ``max_skip`` slots in a row (an assumption of fairness and responsiveness, not
+        of starvation); a worker whose feedback expired probes."""
         dep, s = self.dep, self.solver
         if t == 0 or self.always_forced:
             s.add(*sends)
             return
         tc = self._const(t, self.wT)
+        pg = self.probe_gap
         for u in range(dep.workers):
             gap = tc - self.last_send[u]
             s.add(z3.Implies(z3.ULE(gap, self.window[u]), sends[u]))
+            if pg is not None and pg <= t:
+                # Stale feedback: the next update is a probe (DESIGN.md §4).
+                s.add(z3.Implies(z3.UGE(gap, pg), sends[u]))
+            if self.prop == "starvation" or dep.max_skip is None:
+                continue
             keeps = z3.Implies(z3.UGT(gap, dep.max_skip), sends[u])
             if self.target is None:
                 s.add(keeps)
@@ -499,9 +545,20 @@ class AomModel:
         return code, enq
 
     # -- properties ----------------------------------------------------------------
+    def first_checked_slot(self) -> int:
+        """The first slot at which the property can fail: the warm-up's end, or for
+        starvation the first slot that can close a run of ``bound + 1`` skips (every
+        worker sends in slot 0)."""
+        if self.prop == "starvation":
+            return self.dep.starvation_limit + 1
+        return self.dep.warmup
+
     def violation(self, t: int) -> Any:
         """The property fails at the end of slot ``t``."""
         dep = self.dep
+        if self.prop == "starvation":
+            limit = dep.starvation_limit
+            return z3.Or([z3.UGT(run, limit) for run in self.silent[t]])
         aom = self.aom[t]
         if self.prop == "responsiveness":
             return z3.Or([z3.And(self.target[u], z3.UGT(a, dep.aom_bound))
@@ -541,10 +598,20 @@ class AomModel:
         }
 
     # -- solving -------------------------------------------------------------------
-    def check(self, timeout_s: float | None = None) -> CheckResult:
+    def check(self, timeout_s: float | None = None,
+              progress: Callable[[int], None] | None = None) -> CheckResult:
+        """Unroll slot by slot and ask for a violation at each checked slot.
+
+        ``progress(t)`` is called after slot ``t`` is proved violation-free. A VERIFIED
+        needs, in addition, that the constraints admit some behaviour over the whole
+        horizon (a built-in vacuity check: an over-constrained model proves anything).
+        """
         dep, s = self.dep, self.solver
         start = time.monotonic()
         deadline = None if timeout_s is None else start + timeout_s
+        if deadline is not None:
+            self.deadline = deadline if self.deadline is None else min(self.deadline, deadline)
+        first = self.first_checked_slot()
 
         def run(*assumptions: Any) -> Any:
             if deadline is not None:
@@ -554,47 +621,84 @@ class AomModel:
                 s.set("timeout", max(1, int(left * 1000)))
             return s.check(*assumptions)
 
+        def result(status: str, reason: str, trace: Trace | None = None) -> CheckResult:
+            return CheckResult(self.prop, status, time.monotonic() - start, self.size(),
+                               trace=trace, reason=reason, checked_through=proved)
+
+        proved: int | None = None
+        if first >= dep.horizon:
+            return result("UNKNOWN", f"horizon too short: {self.prop} can first fail at slot "
+                                     f"{first}, the horizon ends at slot {dep.horizon - 1}")
         answer = z3.unsat
         bad_slot = None
-        if self.opt.incremental:
-            for t in range(dep.horizon):
-                self.add_slot(t)
-                if t < dep.warmup:
-                    continue
-                flag = z3.Bool(f"violation_at_{t}")
-                s.add(z3.Implies(flag, self.violation(t)))
-                c0 = time.process_time()
-                answer = run(flag)
-                self.slot_cpu.append(time.process_time() - c0)
-                if answer != z3.unsat:
-                    bad_slot = t
-                    break
-        else:
-            for t in range(dep.horizon):
-                self.add_slot(t)
-            s.add(z3.Or([self.violation(t) for t in range(dep.warmup, dep.horizon)]))
-            answer = run()
-        seconds = time.monotonic() - start
-        size = self.size()
+        try:
+            if self.opt.incremental:
+                for t in range(dep.horizon):
+                    self.add_slot(t)
+                    if t < first:
+                        continue
+                    flag = z3.Bool(f"violation_at_{t}")
+                    s.add(z3.Implies(flag, self.violation(t)))
+                    c0 = time.process_time()
+                    answer = run(flag)
+                    self.slot_cpu.append(time.process_time() - c0)
+                    if answer != z3.unsat:
+                        bad_slot = t
+                        break
+                    proved = t
+                    if progress is not None:
+                        progress(t)
+            else:
+                for t in range(dep.horizon):
+                    self.add_slot(t)
+                flags = [z3.Bool(f"violation_at_{t}") for t in range(first, dep.horizon)]
+                for t, flag in zip(range(first, dep.horizon), flags, strict=True):
+                    s.add(z3.Implies(flag, self.violation(t)))
+                answer = run(z3.Or(flags))
+                if answer == z3.unsat:
+                    proved = dep.horizon - 1
+            if answer == z3.unsat:
+                sanity = run()
+                if sanity == z3.unsat:
+                    return result("UNKNOWN", "the model's constraints admit no behaviour at "
+                                             "all (vacuous): a model bug, nothing is proved")
+                answer = z3.unsat if sanity == z3.sat else sanity
+        except DeadlineExceeded:
+            answer = z3.unknown
+        if self.opt.dump_smt:
+            self.dump_smt(self.opt.dump_smt, first)
         if answer == z3.unsat:
-            return CheckResult(self.prop, "VERIFIED", seconds, size,
-                               reason=self._summary())
+            return result("VERIFIED", self._summary())
         if answer == z3.sat:
             trace = self.extract(s.model(), bad_slot)
-            return CheckResult(self.prop, "VIOLATED", seconds, size, trace=trace,
-                               reason=trace.detail)
+            return result("VIOLATED", trace.detail, trace)
         why = s.reason_unknown()
         if deadline is not None and time.monotonic() >= deadline - 0.05:
             why = f"timeout after {timeout_s:g} s ({why})"
-        return CheckResult(self.prop, "UNKNOWN", seconds, size, reason=why)
+        if proved is not None:
+            why += f"; no violation in slots {first}..{proved}"
+        return result("UNKNOWN", why)
+
+    def dump_smt(self, path: str, first: int) -> None:
+        """The query as one SMT-LIB 2 script: every constraint built so far and the
+        violation at some checked slot (unsat = VERIFIED for the slots built)."""
+        dump = z3.SolverFor(self.opt.logic) if self.opt.logic else z3.Solver()
+        dump.add(*self.solver.assertions())
+        flags = [z3.Bool(f"violation_at_{t}") for t in range(first, len(self.skipped))]
+        dump.add(z3.Or(flags) if flags else z3.BoolVal(False))
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(dump.to_smt2())
 
     def _summary(self) -> str:
         dep = self.dep
+        slots = f"slots {self.first_checked_slot()}..{dep.horizon - 1}"
         if self.prop == "fairness":
             return (f"every behaviour keeps max_u |AoM_u - mean AoM| <= "
-                    f"{float(dep.fairness_threshold):g} slots in slots {dep.warmup}..{dep.horizon - 1}")
-        return (f"every worker that keeps sending has AoM <= {dep.aom_bound} slots "
-                f"in slots {dep.warmup}..{dep.horizon - 1}")
+                    f"{float(dep.fairness_threshold):g} slots in {slots}")
+        if self.prop == "starvation":
+            return (f"no worker skips more than {dep.starvation_limit} slots in a row while the "
+                    f"queue has room, in {slots}")
+        return f"every worker that keeps sending has AoM <= {dep.aom_bound} slots in {slots}"
 
     # -- counterexample ------------------------------------------------------------
     def _events(self, t: int, val: Any, true: Any) -> list[Event]:
@@ -629,6 +733,9 @@ class AomModel:
         return events
 
     def extract(self, model: Any, bad_slot: int | None) -> Trace:
+        """The solver's behaviour up to ``bad_slot`` as a trace. AoM values in the trace
+        are the true ones, recomputed from the DATA credits (the model's counters may
+        saturate at a cap); they are checked against the counters below the cap."""
         dep = self.dep
         n = dep.workers
 
@@ -638,22 +745,39 @@ class AomModel:
         def true(x: Any) -> bool:
             return z3.is_true(model.eval(x, model_completion=True))
 
+        if bad_slot is None:
+            bad_slot = next(t for t in range(self.first_checked_slot(), dep.horizon)
+                            if true(self.violation(t)))
         slots = []
-        for t in range(len(self.aom)):
+        last_credit = [0] * n
+        for t in range(bad_slot + 1):
             events = self._events(t, val, true)
-            aom = [val(a) for a in self.aom[t]]
+            for e in events:
+                if e.response == "DATA":
+                    for u in e.credited:
+                        last_credit[u] = t
+            aom = [t - last_credit[u] for u in range(n)]
+            if self.aom[t]:
+                counters = [val(a) for a in self.aom[t]]
+                for u in range(n):
+                    if counters[u] != min(aom[u], self.aom_cap):
+                        raise AssertionError(f"model inconsistent: AoM counter of worker {u} "
+                                             f"is {counters[u]} at slot {t}, credits give {aom[u]}")
             skipped = [u for u in range(n) if true(self.skipped[t][u])]
             occ_end = events[-1].occupied if events else (slots[-1].occupied if slots else 0)
             slots.append(Slot(t, events, skipped, occ_end, aom, min(aom)))
-        if bad_slot is None:
-            bad_slot = next(t for t in range(dep.warmup, dep.horizon)
-                            if true(self.violation(t)))
-        slots = slots[: bad_slot + 1]
         aom = slots[bad_slot].aom
         if self.prop == "responsiveness":
             worker = next(u for u in range(n) if true(self.target[u]))
-            detail = (f"worker {worker} keeps sending (skips <= {dep.max_skip} slots in a row) "
-                      f"but AoM_{worker}({bad_slot}) = {aom[worker]} > bound {dep.aom_bound}")
+            keeps = ("" if dep.max_skip is None
+                     else f" keeps sending (skips <= {dep.max_skip} slots in a row) but")
+            detail = (f"worker {worker}{keeps} has AoM_{worker}({bad_slot}) = {aom[worker]} > "
+                      f"bound {dep.aom_bound}")
+        elif self.prop == "starvation":
+            limit = dep.starvation_limit
+            worker = next(u for u in range(n) if val(self.silent[bad_slot][u]) > limit)
+            detail = (f"worker {worker} skipped slots {bad_slot - limit}..{bad_slot} "
+                      f"({limit + 1} in a row) while the queue had room")
         else:
             mean = sum(aom) / n
             worker = max(range(n), key=lambda u: abs(aom[u] - mean))
@@ -661,60 +785,3 @@ class AomModel:
                       f"{mean:.3g}| = {abs(aom[worker] - mean):.3g} > threshold "
                       f"{float(dep.fairness_threshold):g}")
         return Trace(self.prop, bad_slot, worker, detail, slots)
-
-
-def check_property(dep: Deployment, prop: str, timeout_s: float | None = None,
-                   options: Options | None = None) -> CheckResult:
-    """Build the model of ``dep`` and ask Z3 for a violation of ``prop``.
-
-    AoM counters saturate at a cap that keeps them narrow (responsiveness: the bound
-    + 1, exact; fairness: start at ``FAIRNESS_CAP`` and double while a counterexample
-    touches the cap, which cannot happen once the cap reaches the horizon)."""
-    start = time.monotonic()
-    cap = dep.aom_bound + 1 if prop == "responsiveness" else FAIRNESS_CAP
-    while True:
-        left = None if timeout_s is None else max(0.0, timeout_s - (time.monotonic() - start))
-        model = build_model(dep, prop, options, cap)
-        result = model.check(left)
-        if result.trace is None or not model.saturated(result.trace) or prop != "fairness":
-            break
-        cap *= 2
-    result.seconds = time.monotonic() - start
-    result.size["aom_cap"] = model.aom_cap
-    result.engine = model.ENGINE
-    if result.trace is not None and dep.rewards == "any":
-        from verification.replay import realize_rewards
-
-        if not realize_rewards(result.trace):
-            result.status = "UNKNOWN"
-            result.reason = ("the solver's trace needs reward decisions that no concrete "
-                             "rewards produce (rewards=any over-approximates): " + result.reason)
-            result.trace = None
-    return result
-
-
-def segments_apply(dep: Deployment) -> bool:
-    """True when the segment encoding is exact for ``dep``: OLAF mode, no reward
-    threshold, and P_s = 1 after every ACK the queue can produce."""
-    if dep.mode != "olaf" or dep.rewards != "merge":
-        return False
-    return all(forced_window(dep, *fb) >= dep.horizon for fb in reachable_feedback(dep))
-
-
-def build_model(dep: Deployment, prop: str, options: Options | None = None,
-                aom_cap: int | None = None) -> AomModel:
-    opt = options or Options()
-    if opt.engine not in ENGINES:
-        raise ValueError(f"unknown engine {opt.engine!r}")
-    engine = opt.engine
-    if engine == "auto":
-        engine = "segments" if segments_apply(dep) else "explicit"
-    if engine == "counting":
-        from verification.counting import CountingModel
-
-        return CountingModel(dep, prop, opt, aom_cap)
-    if engine == "segments":
-        from verification.segments import SegmentModel
-
-        return SegmentModel(dep, prop, opt, aom_cap)
-    return AomModel(dep, prop, opt, aom_cap)

@@ -6,8 +6,10 @@ codec, encoded to bytes and decoded again, as the switch receives them) and fed 
 the reference queue one message at a time. The replay checks each ACK's outcome,
 the occupancy after every message, each DATA's cluster and contributors and the
 workers the PS credits, AoM per worker at the end of every slot, that every skipped
-send was allowed by the implementation's own ``P_s`` policy, and that the property
-really fails where the trace says.
+send had ``P_s < 1`` (DESIGN.md §4, from the feedback of the ACKs the queue actually
+sent) at some instant of its slot, every assumption the property rests on (skip runs
+of the workers that keep sending), and that the property really fails where the
+trace says.
 """
 
 from __future__ import annotations
@@ -19,10 +21,9 @@ import z3
 
 from dataplane.queue import OlafQueue, QueueConfig
 from verification.config import CONTRIBUTOR_BITS, Deployment
-from verification.model import slot_us
+from verification.sending import probability, slot_us
 from verification.trace import Trace
 from worker_transport.codec import Batch, decode, encode
-from worker_transport.policy import AlwaysSend, Feedback, OlafPolicy, SendPolicy
 from worker_transport.protocol import (
     DEFAULT_FRAC_BITS,
     INT32_MAX,
@@ -76,10 +77,21 @@ def _packet(dep: Deployment, msg_type: MsgType, worker: int = 0, cluster: int = 
     return encode(batch)[0]
 
 
-def _policy(dep: Deployment) -> SendPolicy:
-    if dep.sender == "always":
-        return AlwaysSend()
-    return OlafPolicy(dep.capacity, dep.alpha, dep.beta)
+def may_skip(dep: Deployment, ack: tuple[int, int, int] | None, t: int) -> bool:
+    """Could the worker skip its update of slot ``t``, given its last ACK ``(slot,
+    queue_util, active_clusters)``? The decision falls at the start of slot ``t`` and the
+    ACK came back at some instant of its slot, so the feedback is between
+    ``(t - slot - 1) * slot_ms`` and ``(t - slot) * slot_ms`` old: the skip is allowed
+    when ``P_s < 1`` anywhere in that range (sampled at its ends, just inside them, and
+    at the expiry instant, where ``P_s`` changes shape)."""
+    if ack is None:
+        return False
+    ack_slot, util, active = ack
+    hi = (t - ack_slot) * dep.slot_ms
+    lo = hi - dep.slot_ms
+    tiny = 1e-3
+    samples = [hi, lo + tiny, min(max(dep.feedback_ttl_ms, lo + tiny), hi)]
+    return any(probability(dep, util, active, d) < 1.0 for d in samples)
 
 
 def replay(dep: Deployment, trace: Trace) -> ReplayReport:
@@ -91,30 +103,35 @@ def replay(dep: Deployment, trace: Trace) -> ReplayReport:
     ))
     report = ReplayReport()
     bad = report.mismatches.append
-    policy = _policy(dep)
-    tick = slot_us(dep)
     n = dep.workers
-    last_ack: list[Feedback | None] = [None] * n
+    last_ack: list[tuple[int, int, int] | None] = [None] * n
     skip_run = [0] * n
     max_run = [0] * n
+    silent_run = [0] * n
+    """Consecutive skipped slots that began with room in the queue (starvation)."""
+    max_silent = [0] * n
     received = [0] * n
     aom: list[int] = [0] * n
     for s in trace.slots:
         t = s.slot
+        room = queue.occupied < dep.capacity
         senders = [e.worker for e in s.events if e.kind == "update"]
         if sorted(senders) != sorted(set(senders)):
             bad(f"slot {t}: a worker sends twice")
+        if any(u in senders for u in s.skipped):
+            bad(f"slot {t}: a worker both sends and skips")
         for u in range(n):
             if u in senders:
-                skip_run[u] = 0
+                skip_run[u] = silent_run[u] = 0
                 continue
             if u not in s.skipped:
                 bad(f"slot {t}: worker {u} neither sends nor skips")
-            p = policy.probability(last_ack[u], t * tick)
-            if p >= 1.0:
+            if dep.sender == "always" or not may_skip(dep, last_ack[u], t):
                 bad(f"slot {t}: worker {u} skipped although its P_s = 1")
             skip_run[u] += 1
             max_run[u] = max(max_run[u], skip_run[u])
+            silent_run[u] = silent_run[u] + 1 if room else 0
+            max_silent[u] = max(max_silent[u], silent_run[u])
         for e in s.events:
             report.messages += 1
             if e.kind == "update":
@@ -133,9 +150,7 @@ def replay(dep: Deployment, trace: Trace) -> ReplayReport:
                 got = Outcome(int(r["outcome"])).name
                 if int(r["msg_type"]) != MsgType.ACK or got != e.outcome:
                     bad(f"{where}: queue says {got}, trace says {e.outcome}")
-                last_ack[e.worker] = Feedback(
-                    queue_util=int(r["queue_util"]), active_clusters=int(r["active_clusters"]),
-                    congested=bool(int(r["flags"]) & 1), received_us=t * tick)
+                last_ack[e.worker] = (t, int(r["queue_util"]), int(r["active_clusters"]))
             else:
                 kind = MsgType(int(r["msg_type"])).name
                 if kind != e.response:
@@ -157,28 +172,43 @@ def replay(dep: Deployment, trace: Trace) -> ReplayReport:
             bad(f"slot {t}: AoM {aom}, trace says {s.aom}")
         if queue.occupied != s.occupied:
             bad(f"slot {t}: occupancy {queue.occupied} at the end, trace says {s.occupied}")
-    _check_violation(dep, trace, aom, max_run, bad)
+    if trace.slots:
+        _check_violation(dep, trace, aom, max_run, silent_run, report)
+    else:
+        bad("the trace is empty")
     return report
 
 
 def _check_violation(dep: Deployment, trace: Trace, aom: list[int], max_run: list[int],
-                     bad: object) -> None:
+                     silent_run: list[int], report: ReplayReport) -> None:
+    """The property fails at the trace's last slot, and every assumption it rests on
+    holds along the whole trace."""
+    bad = report.mismatches.append
     n = dep.workers
     t = trace.violation_slot
-    if not trace.slots or trace.slots[-1].slot != t or t < dep.warmup:
-        bad(f"the trace does not end at its violation slot {t} after the warm-up")  # type: ignore[operator]
+    first = dep.starvation_limit + 1 if trace.prop == "starvation" else dep.warmup
+    if trace.slots[-1].slot != t or t < first:
+        bad(f"the trace does not end at its violation slot {t} (first checked slot {first})")
         return
+    u = trace.violation_worker
+    if trace.prop == "starvation":
+        if silent_run[u] <= dep.starvation_limit:
+            bad(f"worker {u} was silent with room for {silent_run[u]} slots at slot {t}, "
+                f"not more than {dep.starvation_limit}")
+        return
+    keeps = [] if dep.max_skip is None else (range(n) if trace.prop == "fairness" else [u])
+    for v in keeps:
+        if max_run[v] > dep.max_skip:  # type: ignore[operator]
+            bad(f"worker {v} skipped {max_run[v]} slots in a row: it does not keep sending "
+                f"(assumed at most {dep.max_skip})")
     if trace.prop == "fairness":
         mean = Fraction(sum(aom), n)
         worst = max(abs(a - mean) for a in aom)
         if worst <= dep.fairness_threshold:
-            bad(f"fairness holds in the replay at slot {t} (deviation {float(worst):g})")  # type: ignore[operator]
+            bad(f"fairness holds in the replay at slot {t} (deviation {float(worst):g})")
         return
-    u = trace.violation_worker
     if aom[u] <= dep.aom_bound:
-        bad(f"worker {u} has AoM {aom[u]} <= {dep.aom_bound} in the replay at slot {t}")  # type: ignore[operator]
-    if max_run[u] > dep.max_skip:
-        bad(f"worker {u} skipped {max_run[u]} slots in a row: it does not keep sending")  # type: ignore[operator]
+        bad(f"worker {u} has AoM {aom[u]} <= {dep.aom_bound} in the replay at slot {t}")
 
 
 def realize_rewards(trace: Trace) -> bool:

@@ -76,7 +76,7 @@ class SegmentModel(AomModel):
             record["segments"].append(self._segment(t, i, sends, received, i < pulls))
         self.segs.append(record)
         self.skipped.append([z3.BoolVal(False)] * n)
-        self._advance_aom(t, received)
+        self._end_slot(t, received)
 
     def _lex_leader(self, t: int, seg: list[Any]) -> None:
         """seg-sequences of consecutive workers of a cluster are lexicographically ordered:

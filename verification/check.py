@@ -1,0 +1,148 @@
+"""Checking one property of one deployment: pick the encoding, run it, state the scope.
+
+``verification.model`` holds the explicit encoding and the base every encoding
+shares; ``segments`` and ``counting`` refine it. This module is the only one that
+knows all of them, so the imports run one way (check -> encodings -> model).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import replace
+
+from verification.config import Deployment
+from verification.counting import CountingModel
+from verification.model import (
+    ENGINES,
+    FAIRNESS_CAP,
+    AomModel,
+    CheckResult,
+    DeadlineExceeded,
+    Options,
+    reachable_feedback,
+)
+from verification.replay import realize_rewards
+from verification.segments import SegmentModel
+from verification.sending import forced_window, probe_gap
+
+
+def segments_apply(dep: Deployment) -> bool:
+    """True when the segment encoding is exact for ``dep``: OLAF mode, no reward
+    threshold, and P_s = 1 after every ACK the queue can produce."""
+    if dep.mode != "olaf" or dep.rewards != "merge":
+        return False
+    return all(forced_window(dep, *fb) >= dep.horizon for fb in reachable_feedback(dep))
+
+
+def build_model(dep: Deployment, prop: str, options: Options | None = None,
+                aom_cap: int | None = None) -> AomModel:
+    opt = options or Options()
+    if opt.engine not in ENGINES:
+        raise ValueError(f"unknown engine {opt.engine!r}")
+    engine = opt.engine
+    if engine == "auto":
+        engine = "segments" if segments_apply(dep) else "explicit"
+    if engine == "counting":
+        if prop == "starvation":
+            raise ValueError("the counting encoding checks fairness and responsiveness only")
+        return CountingModel(dep, prop, opt, aom_cap)
+    if engine == "segments":
+        return SegmentModel(dep, prop, opt, aom_cap)
+    return AomModel(dep, prop, opt, aom_cap)
+
+
+def initial_cap(dep: Deployment, prop: str) -> int:
+    """AoM counters saturate at a cap that keeps them narrow: responsiveness needs
+    ``bound + 1`` (exact for "> bound"), starvation does not read AoM, fairness starts
+    small and is widened while a counterexample touches the cap."""
+    if prop == "responsiveness":
+        return dep.aom_bound + 1
+    if prop == "starvation":
+        return 1
+    return FAIRNESS_CAP
+
+
+def check_property(dep: Deployment, prop: str, timeout_s: float | None = None,
+                   options: Options | None = None,
+                   progress: Callable[[int], None] | None = None) -> CheckResult:
+    """Build the model of ``dep`` and ask Z3 for a violation of ``prop`` (bounded to
+    the horizon). The counterexample's AoM values are the true ones."""
+    start = time.monotonic()
+    cap = initial_cap(dep, prop)
+    opt = options or Options()
+    if timeout_s is not None:
+        opt = replace(opt, deadline=start + timeout_s)
+    while True:
+        left = None if timeout_s is None else max(0.0, timeout_s - (time.monotonic() - start))
+        try:
+            model = build_model(dep, prop, opt, cap)
+        except DeadlineExceeded:
+            return CheckResult(prop, "UNKNOWN", time.monotonic() - start,
+                               reason=f"timeout after {timeout_s:g} s while building the model",
+                               assumptions=assumptions(dep, prop))
+        result = model.check(left, progress)
+        if result.trace is None or not model.saturated(result.trace) or prop != "fairness":
+            break
+        cap *= 2
+    result.seconds = time.monotonic() - start
+    result.size["aom_cap"] = model.aom_cap
+    result.engine = model.ENGINE
+    result.assumptions = assumptions(dep, prop)
+    if result.trace is not None and dep.rewards == "any" and not realize_rewards(result.trace):
+        result.status = "UNKNOWN"
+        result.reason = ("the solver's trace needs reward decisions that no concrete "
+                         "rewards produce (rewards=any over-approximates): " + result.reason)
+        result.trace = None
+    return result
+
+
+def assumptions(dep: Deployment, prop: str) -> list[str]:
+    """What a verdict on ``prop`` for ``dep`` rests on, in words (printed with it)."""
+    out = [
+        f"slots 0..{dep.horizon - 1} from an empty queue (bounded: nothing is claimed after "
+        f"slot {dep.horizon - 1})",
+        f"every worker has one fresh update per slot of {dep.slot_ms:g} ms, all with the same "
+        "period and phase, each update one block",
+        f"the PS sends exactly floor((t+1)r) - floor(tr) PULLs in slot t, r = "
+        f"{float(dep.pull_rate):g} (no stalls, no jitter)",
+        "messages of a slot reach the switch in any order; every ACK returns within its slot; "
+        "no loss or reordering between hosts and switch",
+        f"queue mode {dep.mode} and the reward threshold fixed for the run",
+    ]
+    if dep.mode == "olaf":
+        out.append("rewards: no threshold set (every compatible update merges)"
+                   if dep.rewards == "merge" else
+                   "rewards: any rewards and any threshold (merge, replace or drop chosen freely)")
+    if dep.sender == "always":
+        out.append("workers always send (P_s = 1)")
+    else:
+        pg = probe_gap(dep)
+        rule = ("DESIGN.md §4: Q_free = 1 - util/255, N = max(active, 1)"
+                if dep.send_rule == "design" else
+                "legacy rule: Q_free = capacity * (1 - util/255), N = max(active, 1), no expiry")
+        ttl = ("" if pg is None else
+               f"; feedback older than {dep.feedback_ttl_ms:g} ms expires and the worker "
+               f"probes (forced send {pg} slots after its last ACK)")
+        out.append(f"send rule {rule}, alpha {dep.alpha:g}, beta {dep.beta:g}{ttl}; a send is "
+                   "forced only where P_s = 1 for every timing in the slot, otherwise the coin "
+                   "may fall either way")
+    if prop in ("fairness", "responsiveness") and dep.max_skip is not None:
+        who = "every worker" if prop == "fairness" else "the worker under test"
+        out.append(f"{who} keeps sending: skips at most {dep.max_skip} slots in a row "
+                   "(an assumption on the coin flips; the send rule alone allows longer runs)")
+    if prop == "fairness":
+        out.append(f"checked from slot {dep.warmup} (warm-up)")
+    if prop == "responsiveness":
+        out.append(f"checked from slot {dep.warmup} (warm-up); other workers skip whenever "
+                   "their P_s < 1")
+    if prop == "starvation":
+        out.append(f"'room': the queue is not full at the start of the slot; bound "
+                   f"{dep.starvation_limit} slots")
+    if dep.aliasing:
+        out.append("more than 32 workers in a cluster: contributor bits alias and the PS "
+                   "credits all aliases")
+    if math.isinf(dep.feedback_ttl_ms) and dep.send_rule == "design":
+        out.append("feedback never expires (feedback-ttl-ms = inf)")
+    return out
