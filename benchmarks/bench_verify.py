@@ -23,8 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from verification.config import Deployment  # noqa: E402
 from verification.check import check_property  # noqa: E402
+from verification.config import Deployment  # noqa: E402
 from verification.model import Options  # noqa: E402
 
 PROPS = ("responsiveness", "fairness")
