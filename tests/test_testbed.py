@@ -21,10 +21,10 @@ import numpy as np
 import pytest
 
 from bmv2_topologies import bmv2, generate
-from bmv2_topologies.drl_hosts import ModelAssembler, model_messages
 from bmv2_topologies.mininet_api import missing_requirements
 from bmv2_topologies.relay import data_as_updates
 from bmv2_topologies.topology import TopologyError, load, parse, shipped_names
+from olaf.testbed.hosts import ModelAssembler, model_messages
 from worker_transport.codec import Batch, Verdict, classify, decode, encode_array
 from worker_transport.fixedpoint import resolution, to_fixed
 from worker_transport.protocol import MsgType
@@ -32,6 +32,8 @@ from worker_transport.protocol import MsgType
 REPO = Path(__file__).resolve().parent.parent
 NO_MININET = missing_requirements()
 needs_mininet = pytest.mark.skipif(NO_MININET is not None, reason=NO_MININET or "")
+BMV2_ON_MININET = pytest.mark.skipif(NO_MININET is not None or bmv2.missing() is not None,
+                                     reason=NO_MININET or f"bmv2 path: {bmv2.missing()}")
 
 
 # -- topology files -----------------------------------------------------------------------
@@ -168,6 +170,15 @@ def test_model_messages_round_trip_in_any_order_with_loss_of_a_stale_version() -
     assert header["msg_type"] == MsgType.MODEL and header["model_version"] == 7 and header["seq"] == 3
 
 
+def test_run_config_crosses_to_the_hosts_intact(tmp_path: Path) -> None:
+    from olaf.drl.config import A2CConfig, RunConfig
+    from olaf.testbed.hosts import config_json, load_config
+
+    cfg = RunConfig(workers=3, mode="fifo", pull_rate=700.0, learner=A2CConfig(hidden=16))
+    (tmp_path / "c.json").write_text(config_json(cfg))
+    assert load_config(str(tmp_path / "c.json")) == cfg
+
+
 def test_assembler_ignores_foreign_packets() -> None:
     asm = ModelAssembler(64, 64, 16)
     batch = Batch.zeros(1, 64)
@@ -301,21 +312,28 @@ def test_two_level_updates_cross_leaf_and_spine(tmp_path: Path) -> None:
 
 
 @needs_mininet
-def test_olaf_testbed_run_trains_across_hosts(tmp_path: Path) -> None:
+# bmv2 moves fewer blocks per second than the software switch on a busy 2-core machine
+# (about 700 against 1000 DATA/s), so it gets longer to show learning.
+@pytest.mark.parametrize(("switch", "tag", "duration"),
+                         [("soft", "cit", 15), pytest.param("bmv2", "cib", 25, marks=BMV2_ON_MININET)])
+def test_olaf_testbed_run_trains_across_hosts(switch: str, tag: str, duration: int, tmp_path: Path) -> None:
     out = tmp_path / "run"
     done = subprocess.run(
-        [sys.executable, "-m", "olaf.cli", "testbed", "run", "star2", "--switch", "soft",
-         "--duration", "15", "--out", str(out), "--tag", "cit"],
+        [sys.executable, "-m", "olaf.cli", "testbed", "run", "star2", "--switch", switch,
+         "--duration", str(duration), "--out", str(out), "--tag", tag],
         capture_output=True, text=True, timeout=240, cwd=REPO)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert _no_trace("cit", []) == []
+    assert _no_trace(tag, []) == []
     summary = json.loads((out / "testbed_summary.json").read_text())
-    assert summary["workers"] == 2 and summary["testbed"]["switch"] == "soft"
+    assert summary["workers"] == 2 and summary["testbed"]["switch"] == switch
     assert summary["data_blocks"] > 0 and summary["blocks_applied"] == summary["data_blocks"]
     assert summary["model_version"] > 10 and summary["episodes"] > 40
     # Learning: the last 20 episodes are clearly longer than the first 20 (random ~ 20).
     assert summary["final_return"] > 1.5 * summary["initial_return"], summary
     assert summary["outcomes"]["ENQUEUED"] > 0
+    # The ThresholdLoop wrote the reward threshold into the switch's olaf_config over P4Runtime.
+    settings = summary["testbed"]["per_switch"]["s1"]["settings"]
+    assert 0 < settings["reward_threshold"] < 1000 and settings["mode"] == "OLAF"
     for name in ("return_vs_time.png", "aom.png", "outcomes.png", "episodes.csv", "timeline.csv"):
         assert (out / name).stat().st_size > 0, name
     logs = out / "logs"
@@ -326,8 +344,7 @@ def test_olaf_testbed_run_trains_across_hosts(tmp_path: Path) -> None:
         assert w["acked_blocks"] > 0 and w["queue_util"] is not None and w["model_version"] > 0
 
 
-@pytest.mark.skipif(NO_MININET is not None or bmv2.missing() is not None,
-                    reason=NO_MININET or f"bmv2 path: {bmv2.missing()}")
+@BMV2_ON_MININET
 def test_star2_on_bmv2_synthetic_traffic(tmp_path: Path) -> None:
     from bmv2_topologies.experiment import run_synthetic
     from bmv2_topologies.testbed import Testbed

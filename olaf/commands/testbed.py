@@ -129,8 +129,9 @@ def run(args: argparse.Namespace) -> int:
     reason = missing_requirements()
     if reason:
         return fail(reason)
-    from bmv2_topologies.experiment import run_drl, run_synthetic, write_report
+    from bmv2_topologies.experiment import run_synthetic
     from bmv2_topologies.testbed import Testbed, TestbedError
+    from olaf.testbed.drl import run_drl, write_report
 
     out = args.out or Path("runs") / time.strftime(f"testbed-{topo.name}-{args.switch}-%Y%m%d-%H%M%S")
     extra = [f"--drop-prob={v}" for v in args.drop_prob] + [f"--delay-ms={v}" for v in args.delay_ms]

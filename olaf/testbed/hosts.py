@@ -1,4 +1,4 @@
-"""The main job's DRL processes for separate hosts: ``python -m bmv2_topologies.drl_hosts
+"""The main job's DRL processes for separate hosts: ``python -m olaf.testbed.hosts
 ps|worker ...``, built on olaf.drl's public pieces (``build_model``, ``ParameterServer``,
 ``RolloutWorker``, ``RewardThresholdController``) and worker_transport's ``Sender`` and
 ``Receiver``.
@@ -18,7 +18,7 @@ its own Mininet host, and everything crosses the network:
   DATA); the launcher, in the root namespace where the switches' P4Runtime servers are,
   feeds them to the control plane's ``ThresholdLoop``.
 
-Output (line-oriented, read by ``bmv2_topologies.experiment``): ``ready``; the worker's
+Output (line-oriented, read by ``olaf.testbed.drl``): ``ready``; the worker's
 ``episode TIME RETURN LENGTH`` and ``progress STEPS SENT SKIPPED``; the PS's ``rewards``,
 ``progress VERSION APPLIED AOM_MS`` and, on exit, ``final {json}``. Both stop cleanly on
 SIGTERM. They start work when the ``--go`` file appears, so that every process's start-up
@@ -39,6 +39,7 @@ import threading
 import time
 from collections import deque
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -121,18 +122,31 @@ def _recv_all(sock: socket.socket) -> list[bytes]:
             return out
 
 
-def load_config(path: str) -> object:
-    from olaf.drl.config import A2CConfig, RunConfig
+def _rebuild(default: Any, spec: dict[str, Any]) -> Any:
+    """A config dataclass like ``default`` from its ``asdict`` JSON: nested configs become
+    dataclasses again and lists become tuples where the default holds a tuple."""
+    values = {}
+    for f in dataclasses.fields(default):
+        if f.name not in spec:
+            continue
+        current, value = getattr(default, f.name), spec[f.name]
+        if dataclasses.is_dataclass(current) and isinstance(value, dict):
+            value = _rebuild(current, value)
+        elif isinstance(current, tuple) and isinstance(value, list):
+            value = tuple(value)
+        values[f.name] = value
+    return type(default)(**values)
 
-    spec = json.loads(Path(path).read_text())
-    learner = spec.pop("learner", {})
-    if "adam_betas" in learner:
-        learner["adam_betas"] = tuple(learner["adam_betas"])
-    return RunConfig(**spec, learner=A2CConfig(**learner))
+
+def load_config(path: str) -> Any:
+    """The ``RunConfig`` that ``config_json`` wrote."""
+    from olaf.drl.config import RunConfig
+
+    return _rebuild(RunConfig(), json.loads(Path(path).read_text()))
 
 
-def config_json(cfg: object) -> str:
-    return json.dumps(dataclasses.asdict(cfg), indent=1)  # type: ignore[call-overload]
+def config_json(cfg: Any) -> str:
+    return json.dumps(dataclasses.asdict(cfg), indent=1)
 
 
 def _wait_go(go: Path, stop: threading.Event) -> bool:
@@ -279,7 +293,7 @@ def worker_main(args: argparse.Namespace) -> int:
     w = args.worker_id
     worker = RolloutWorker(cfg.env_id, w, cfg.learner, cfg.seed * 1000 + w)
     num_params = worker.model.num_parameters
-    policy = OlafPolicy(cfg.capacity) if cfg.mode == "olaf" else AlwaysSend()
+    policy = OlafPolicy(feedback_ttl_ms=cfg.feedback_ttl_ms) if cfg.workers_use_p_s else AlwaysSend()
     sender = Sender(UdpTransport(_host_port(args.ps)), cluster_id=0, worker_id=w, values=cfg.values,
                     frac_bits=cfg.frac_bits, policy=policy, seed=cfg.seed * 1000 + w,
                     ack_thread=False, shuffle_blocks=cfg.shuffle_blocks)
@@ -329,7 +343,7 @@ def worker_main(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bmv2_topologies.drl_hosts",
+    parser = argparse.ArgumentParser(prog="python -m olaf.testbed.hosts",
                                      description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="role", required=True)
     p = sub.add_parser("ps", help="the parameter server")
