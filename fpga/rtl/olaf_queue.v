@@ -1,24 +1,44 @@
 // OlafQueue as a streaming block (DESIGN.md §3), bit-exact with dataplane/queue.py.
 //
-// Input:  AXI-Stream slave, one OLAF UDP payload per packet (36-byte header, then
-//         V big-endian int32 values); payload byte 0 travels in tdata[7:0].
-// Output: AXI-Stream master, one response payload per answered message
-//         (ACK per UPDATE, DATA or EMPTY per PULL), same byte order.
+// Interface (changed in issue 17; the AXI-Lite / Ethernet wrappers depend on it):
+//   s_axis_*   one OLAF UDP payload per packet (36-byte header, then V big-endian
+//              int32 values); payload byte 0 travels in tdata[7:0].
+//              s_axis_tid  [ID_WIDTH]: per-message sideband, sampled on the tlast
+//                          beat and returned on every beat of that message's answer.
+//              s_axis_tuser[0]: bad frame (the MAC's FCS / runt flag), sampled on the
+//                          tlast beat: the message is dropped without an answer or any
+//                          state change and counted (counter 6).
+//   m_axis_*   one response payload per answered message (ACK per UPDATE, DATA or
+//              EMPTY per PULL), same byte order; m_axis_tid = the request's tid.
+//   INGRESS_DEPTH > 0 puts an axis_fifo of that many beats in front that never
+//              back-pressures (s_axis_tready stays 1) and drops a whole packet that
+//              does not fit (counter 7); 0 (default) back-pressures instead.
+//   cnt_sel [5] / cnt_value [64]: 64-bit counters. 0..5 per outcome, 6 bad frames
+//              dropped, 7 packets dropped by the ingress FIFO, 8+t per msg_type t
+//              (1..6), 16+v per invalid verdict v (1..9), 26 occupied, 27 write_ptr,
+//              28 read_ptr, 29 responses waiting in the output list, 30
+//              append_available_addr, 31 segments awaiting readout.
+//   cfg_*      unchanged. 255/capacity comes from a table indexed by the registered
+//              capacity (no divider); capacity may change only while rst is high.
 //
-// Pipeline (every stage moves one beat per cycle; see fpga/README.md):
+// Pipeline (see fpga/README.md):
 //   ingest  - accepts beats, captures the header, stages value beats in the beat FIFO;
-//   decide  - one cycle after tlast: validates, looks up [cluster][block], runs the
-//             queue rule, commits all metadata / pointers / counters, and queues a
-//             decision with the response header (feedback is computed after the op);
+//   decide  - H (header held, index BRAM read) -> B (BRAM output register; verdict)
+//             -> L (index bypass, slot / head metadata read) -> R (queue rule)
+//             -> C (commit metadata / pointers / counters, queue the decision).
+//             A message enters the index read only when the one ahead is at least in
+//             L, so every L reads committed state; the one index write a lookup can
+//             miss (made by the message ahead in C) is bypassed.
 //   apply   - in message order, writes (ENQUEUED / REPLACED) or saturating-adds
-//             (MERGED) the staged beats into the slot's segment, then hands the
-//             response to the output list;
-//   output  - streams response headers and, for DATA, the segment's value beats,
-//             then returns the segment to the free list.
+//             (MERGED) the staged beats into the slot's segment (read, BRAM output
+//             register, add + write; the two writes a read can miss are forwarded);
+//   output  - streams response headers and, for DATA, the segment's value beats
+//             (read, output register, beat), then returns the segment to the free list.
 //
-// Segments are fixed 1500-byte buffers. A popped slot's segment stays owned by its
-// DATA until the last beat has been read out, so segments (MAX_CAPACITY +
-// PENDING_SEGS of them) are handed out from a free list rather than tied to slots.
+// Segments are NB_UPD beats (one UPDATE's values, sized from V). A popped slot's
+// segment stays owned by its DATA until the last beat has been read out, so
+// segments (MAX_CAPACITY + PENDING_SEGS) are handed out from a free list that holds
+// their base addresses.
 `default_nettype none
 // Comparisons against integer parameters and narrow array indices are deliberate
 // zero-extensions / truncations; Verilator would flag every one of them.
@@ -32,7 +52,8 @@ module olaf_queue #(
     parameter integer MAX_CLUSTERS = 16,
     parameter integer MAX_BLOCKS = 1024,
     parameter integer PENDING_SEGS = 8,
-    parameter integer SEGMENT_BYTES = 1500
+    parameter integer ID_WIDTH = 8,
+    parameter integer INGRESS_DEPTH = 0
 ) (
     input  wire                    clk,
     input  wire                    rst,
@@ -42,15 +63,16 @@ module olaf_queue #(
     input  wire                    s_axis_tvalid,
     output wire                    s_axis_tready,
     input  wire                    s_axis_tlast,
+    input  wire [ID_WIDTH-1:0]     s_axis_tid,
+    input  wire                    s_axis_tuser,
 
     output wire [DATA_WIDTH-1:0]   m_axis_tdata,
     output wire [DATA_WIDTH/8-1:0] m_axis_tkeep,
     output wire                    m_axis_tvalid,
     input  wire                    m_axis_tready,
     output wire                    m_axis_tlast,
+    output wire [ID_WIDTH-1:0]     m_axis_tid,
 
-    // Configuration, bounded by the parameters. capacity / max_clusters / max_blocks /
-    // frac_bits may change only while rst is high; mode and thresholds at any time.
     input  wire [15:0]             cfg_capacity,
     input  wire [16:0]             cfg_max_clusters,
     input  wire [16:0]             cfg_max_blocks,
@@ -59,11 +81,8 @@ module olaf_queue #(
     input  wire [30:0]             cfg_threshold,         // raw fixed point, 0..2^31-1
     input  wire [7:0]              cfg_congestion_threshold,
 
-    // Counter read port: 0..5 per outcome, 8+t per msg_type t (1..6), 16+v per
-    // invalid verdict v (1..9), 26 occupied, 27 write_ptr, 28 read_ptr,
-    // 29 append_out_addr, 30 append_available_addr, 31 segments awaiting readout.
     input  wire [4:0]              cnt_sel,
-    output reg  [31:0]             cnt_value,
+    output reg  [63:0]             cnt_value,
     output wire [15:0]             stat_occupied,
     output wire [7:0]              stat_active_clusters,
     output wire [7:0]              stat_queue_util,
@@ -78,7 +97,7 @@ module olaf_queue #(
     localparam integer UPD_BYTES = HDR + 4 * V;
     localparam integer NB_UPD = (UPD_BYTES + BW - 1) / BW;
     localparam integer NB_HDR = (HDR + BW - 1) / BW;
-    localparam integer SEG_BEATS = (SEGMENT_BYTES + BW - 1) / BW;
+    localparam integer SEG_BEATS = NB_UPD;
     localparam integer NSEG = MAX_CAPACITY + PENDING_SEGS;
     localparam integer SW = MAX_CAPACITY > 1 ? $clog2(MAX_CAPACITY) : 1;
     localparam integer GW = $clog2(NSEG);
@@ -89,11 +108,11 @@ module olaf_queue #(
     localparam integer OW = $clog2(MAX_CAPACITY + 1);
     localparam integer PW = $clog2(PENDING_SEGS + 1);
     localparam integer BCW = $clog2(NB_UPD + 1);
-    localparam integer BF_AW = $clog2(2 * NB_UPD + 4);
-    localparam integer BF_DEPTH = 1 << BF_AW;
-    localparam integer DQ_AW = 2;   // decision FIFO: 4 entries
-    localparam integer RQ_AW = 2;   // response (output-order) list: 4 entries
-    localparam integer OF_DEPTH = 4;
+    localparam integer BF_DEPTH = 1 << $clog2(2 * NB_UPD + 4);
+    localparam integer DQ_DEPTH = 8;
+    localparam integer RQ_DEPTH = 4;
+    localparam integer OF_DEPTH = 8;
+    localparam integer NCNT = 23;      // 6 outcomes, bad frame, ingress drop, 6 types, 9 verdicts
 
     localparam [1:0] OP_NONE = 2'd0, OP_STORE = 2'd1, OP_MERGE = 2'd2;
     localparam [1:0] RESP_NONE = 2'd0, RESP_HDR = 2'd1, RESP_DATA = 2'd2;
@@ -104,10 +123,12 @@ module olaf_queue #(
     localparam [3:0] VD_OK = 4'd0, VD_SHORT = 4'd1, VD_BAD_VERSION = 4'd2, VD_BAD_TYPE = 4'd3,
                      VD_BAD_PULL = 4'd4, VD_NOT_FROM_HOST = 4'd5, VD_BAD_LENGTH = 4'd6,
                      VD_BAD_FRAC_BITS = 4'd7, VD_CLUSTER_RANGE = 4'd8, VD_BLOCK_RANGE = 4'd9;
+    // Counter slots in cnt: outcome o at o, bad frame 6, ingress drop 7, type t at 7+t,
+    // verdict v at 13+v.
+    localparam integer C_BAD = 6, C_INGRESS = 7, C_TYPE = 7, C_VERDICT = 13;
 
     initial begin
         if (W % 32 != 0 || W < 64) $error("DATA_WIDTH must be a multiple of 32, >= 64");
-        if (UPD_BYTES > SEGMENT_BYTES) $error("an UPDATE must fit one segment");
         // The apply stage's read-modify-write relies on consecutive UPDATEs being
         // at least two beats apart.
         if (NB_UPD < 2) $error("an UPDATE must span at least two beats");
@@ -148,8 +169,8 @@ module olaf_queue #(
     endfunction
 
     // ------------------------------------------------------------------ state
-    // Slot metadata (logical ring positions), kept in flops: the decide stage reads
-    // the looked-up slot and the head slot in the same cycle.
+    // Slot metadata (logical ring positions), in LUT RAM: the L stage reads the
+    // looked-up slot and the head slot, the C stage writes one slot.
     reg [15:0] m_cluster [0:MAX_CAPACITY-1];
     reg [15:0] m_worker  [0:MAX_CAPACITY-1];
     reg [15:0] m_block   [0:MAX_CAPACITY-1];
@@ -159,7 +180,7 @@ module olaf_queue #(
     reg [31:0] m_reward  [0:MAX_CAPACITY-1];
     reg [31:0] m_gen     [0:MAX_CAPACITY-1];
     reg [31:0] m_contrib [0:MAX_CAPACITY-1];
-    reg [GW-1:0] m_seg   [0:MAX_CAPACITY-1];
+    reg [AW-1:0] m_seg   [0:MAX_CAPACITY-1];   // segment base address
     reg [MAX_CAPACITY-1:0] live;        // slot is queued (between read_ptr and write_ptr)
 
     // [cluster][block] -> slot. An entry is trusted only if its slot is live and holds
@@ -174,18 +195,17 @@ module olaf_queue #(
     reg [SW-1:0] write_ptr, read_ptr;
     reg [OW-1:0] occupied;
     // 255*occupied = util_q*capacity + util_r, kept incrementally so that
-    // queue_util = util_q exactly with a runtime capacity and no divider in the loop.
+    // queue_util = util_q exactly with a runtime capacity and no divider.
     reg [7:0] util_q;
-    reg [15:0] util_r;
+    reg [OW:0] util_r;
 
-    // Free segments: a ring holding every segment not owned by a slot or a DATA.
-    reg [GW-1:0] free_list [0:NSEG-1];
+    // Free segments: a ring of base addresses of every segment not owned by a slot
+    // or a DATA.
+    reg [AW-1:0] free_list [0:NSEG-1];
     reg [GW-1:0] avail_head, append_available_addr;
     reg [PW-1:0] pending;               // popped segments not yet read out
 
-    reg [31:0] cnt_outcome [0:5];
-    reg [31:0] cnt_type    [1:6];
-    reg [31:0] cnt_invalid [1:9];
+    reg [64*NCNT-1:0] cnt;
 
     integer i;
 `ifndef SYNTHESIS
@@ -198,58 +218,95 @@ module olaf_queue #(
 `endif
 
     // ------------------------------------------------------------------ config
-    wire [15:0] cap = (cfg_capacity == 16'd0) ? 16'd1
-                    : (cfg_capacity > MAX_CAPACITY) ? MAX_CAPACITY[15:0] : cfg_capacity;
+    wire [15:0] cap_in = (cfg_capacity == 16'd0) ? 16'd1
+                       : (cfg_capacity > MAX_CAPACITY) ? MAX_CAPACITY[15:0] : cfg_capacity;
     wire [16:0] max_cl = (cfg_max_clusters > MAX_CLUSTERS) ? MAX_CLUSTERS[16:0] : cfg_max_clusters;
     wire [16:0] max_bk = (cfg_max_blocks > MAX_BLOCKS) ? MAX_BLOCKS[16:0] : cfg_max_blocks;
-    // Static configuration: this divide is a multicycle / false path in synthesis.
-    wire [15:0] util_div = 16'd255 / cap;
-    wire [7:0] util_step_q = util_div[7:0];
-    wire [15:0] util_step_r = 16'd255 % cap;
+    // 255 / capacity and 255 % capacity from a table of the MAX_CAPACITY possible
+    // capacities, latched from the registered capacity: no divider anywhere.
+    reg [OW-1:0] cap;
+    reg [7:0] util_step_q;
+    reg [OW:0] util_step_r;
+    wire [8*(MAX_CAPACITY+1)-1:0] step_q_tab;
+    wire [(OW+1)*(MAX_CAPACITY+1)-1:0] step_r_tab;
+    genvar gc;
+    generate
+        for (gc = 0; gc <= MAX_CAPACITY; gc = gc + 1) begin : g_step
+            localparam integer CAPV = gc == 0 ? 1 : gc;
+            assign step_q_tab[8*gc +: 8] = 255 / CAPV;
+            assign step_r_tab[(OW+1)*gc +: OW+1] = 255 % CAPV;
+        end
+    endgenerate
+    always @(posedge clk) begin
+        cap <= cap_in[OW-1:0];
+        util_step_q <= step_q_tab[8*cap +: 8];
+        util_step_r <= step_r_tab[(OW+1)*cap +: OW+1];
+    end
 
-    // ------------------------------------------------------------------ FIFOs
-    // Beat FIFO: value-carrying beats of messages waiting for their decision.
-    reg [W-1:0] bf_mem [0:BF_DEPTH-1];
-    reg [BF_AW-1:0] bf_wr, bf_rd;
-    reg [BF_AW:0] bf_count;
-
-    // Decision FIFO.
-    localparam integer DQ_W = 2 + GW + BCW + 2 + HB;
-    reg [DQ_W-1:0] dq_mem [0:(1<<DQ_AW)-1];
-    reg [DQ_AW-1:0] dq_wr, dq_rd;
-    reg [DQ_AW:0] dq_count;
-
-    // Response list in output order: header, and for DATA the segment to read out.
-    localparam integer RQ_W = 1 + GW + HB;
-    reg [RQ_W-1:0] rq_mem [0:(1<<RQ_AW)-1];
-    reg [RQ_AW-1:0] append_out_addr, rq_rd;
-    reg [RQ_AW:0] rq_count;
-
-    // Output beat FIFO in front of m_axis.
-    reg [W-1:0] of_data [0:OF_DEPTH-1];
-    reg [BW-1:0] of_keep [0:OF_DEPTH-1];
-    reg of_last [0:OF_DEPTH-1];
-    reg [1:0] of_wr, of_rd;
-    reg [2:0] of_count;
+    // ------------------------------------------------------------------ ingress
+    wire [W-1:0] i_tdata;
+    wire [BW-1:0] i_tkeep;
+    wire i_tvalid, i_tlast, i_tuser;
+    wire [ID_WIDTH-1:0] i_tid;
+    wire i_tready;
+    wire ingress_drop;
+    generate
+        if (INGRESS_DEPTH > 0) begin : g_ingress
+            wire bad_unused, good_unused;
+            axis_fifo #(
+                .DEPTH(INGRESS_DEPTH), .DATA_WIDTH(W), .KEEP_ENABLE(1), .KEEP_WIDTH(BW),
+                .ID_ENABLE(1), .ID_WIDTH(ID_WIDTH), .USER_ENABLE(1), .USER_WIDTH(1),
+                .FRAME_FIFO(1), .DROP_WHEN_FULL(1)
+            ) ingress (
+                .clk(clk), .rst(rst),
+                .s_axis_tdata(s_axis_tdata), .s_axis_tkeep(s_axis_tkeep),
+                .s_axis_tvalid(s_axis_tvalid), .s_axis_tready(s_axis_tready),
+                .s_axis_tlast(s_axis_tlast), .s_axis_tid(s_axis_tid), .s_axis_tuser(s_axis_tuser),
+                .m_axis_tdata(i_tdata), .m_axis_tkeep(i_tkeep), .m_axis_tvalid(i_tvalid),
+                .m_axis_tready(i_tready), .m_axis_tlast(i_tlast), .m_axis_tid(i_tid),
+                .m_axis_tuser(i_tuser),
+                .status_depth(), .status_overflow(ingress_drop),
+                .status_bad_frame(bad_unused), .status_good_frame(good_unused)
+            );
+        end else begin : g_direct
+            assign i_tdata = s_axis_tdata;
+            assign i_tkeep = s_axis_tkeep;
+            assign i_tvalid = s_axis_tvalid;
+            assign i_tlast = s_axis_tlast;
+            assign i_tid = s_axis_tid;
+            assign i_tuser = s_axis_tuser;
+            assign s_axis_tready = i_tready;
+            assign ingress_drop = 1'b0;
+        end
+    endgenerate
 
     // ------------------------------------------------------------------ ingest
     reg [15:0] in_beat;
     reg [15:0] in_len;
     reg [HB-1:0] in_hdr;
-    reg d_valid;
 
-    wire in_ready = !rst
-                  && bf_count < BF_DEPTH
-                  && dq_count <= (1 << DQ_AW) - 2
-                  && ({1'b0, pending} + d_valid) < PENDING_SEGS;
-    assign s_axis_tready = in_ready;
-    wire in_fire = s_axis_tvalid && in_ready;
+    // H: the header of the last complete message, waiting for its index read.
+    reg h_valid;
+    reg [HB-1:0] h_hdr;
+    reg [15:0] h_len;
+    reg [BCW-1:0] h_nb;
+    reg [ID_WIDTH-1:0] h_tid;
+    reg h_bad;
+    reg [IW-1:0] h_key;
+    wire h_take;
+
+    // Beat FIFO: value-carrying beats of messages waiting for their decision.
+    wire bf_ready;
+    wire bf_push = i_tvalid && i_tready && in_beat < NB_UPD;
+    // A tlast beat needs H free (or leaving); other beats only need FIFO room.
+    assign i_tready = !rst && bf_ready && !(h_valid && !h_take);
+    wire in_fire = i_tvalid && i_tready;
 
     reg [$clog2(BW+1)-1:0] keep_cnt;
     integer k;
     always @* begin
         keep_cnt = 0;
-        for (k = 0; k < BW; k = k + 1) keep_cnt = keep_cnt + s_axis_tkeep[k];
+        for (k = 0; k < BW; k = k + 1) keep_cnt = keep_cnt + i_tkeep[k];
     end
     wire [16:0] len_sum = {1'b0, in_len} + keep_cnt;
     wire [15:0] len_next = len_sum[16] ? 16'hffff : len_sum[15:0];
@@ -258,180 +315,368 @@ module olaf_queue #(
     genvar gb;
     generate
         for (gb = 0; gb < HDR; gb = gb + 1) begin : g_hdr
-            assign hdr_next[8*gb +: 8] = (in_beat == gb / BW) ? s_axis_tdata[8*(gb % BW) +: 8]
+            assign hdr_next[8*gb +: 8] = (in_beat == gb / BW) ? i_tdata[8*(gb % BW) +: 8]
                                                              : in_hdr[8*gb +: 8];
         end
     endgenerate
     wire [15:0] next_cluster = hf16(hdr_next, 2);
     wire [15:0] next_block = hf16(hdr_next, 6);
-    wire [IW-1:0] key_next = {next_cluster[CW-1:0], next_block[KW-1:0]};
-
-    // Decide-stage inputs, registered at tlast.
-    reg [HB-1:0] d_hdr;
-    reg [15:0] d_len;
-    reg [BCW-1:0] d_nb;
-    reg [SW-1:0] idx_rd;
-    reg lw_valid;                       // last index write, bypassed into the next lookup
-    reg [IW-1:0] lw_addr;
-    reg [SW-1:0] lw_data;
 
     always @(posedge clk) begin
         if (rst) begin
             in_beat <= 16'd0;
             in_len <= 16'd0;
-            d_valid <= 1'b0;
+            h_valid <= 1'b0;
         end else begin
-            d_valid <= in_fire && s_axis_tlast;
+            if (h_take) h_valid <= 1'b0;
             if (in_fire) begin
                 in_hdr <= hdr_next;
-                if (s_axis_tlast) begin
+                if (i_tlast) begin
                     in_beat <= 16'd0;
                     in_len <= 16'd0;
-                    d_hdr <= hdr_next;
-                    d_len <= len_next;
-                    d_nb <= (in_beat < NB_UPD) ? in_beat[BCW-1:0] + 1'b1 : NB_UPD[BCW-1:0];
+                    h_valid <= 1'b1;
+                    h_hdr <= hdr_next;
+                    h_len <= len_next;
+                    h_nb <= (in_beat < NB_UPD) ? in_beat[BCW-1:0] + 1'b1 : NB_UPD[BCW-1:0];
+                    h_tid <= i_tid;
+                    h_bad <= i_tuser;
+                    h_key <= {next_cluster[CW-1:0], next_block[KW-1:0]};
                 end else begin
                     in_beat <= (in_beat == 16'hffff) ? in_beat : in_beat + 16'd1;
                     in_len <= len_next;
                 end
             end
         end
-        if (in_fire && s_axis_tlast) idx_rd <= index_mem[key_next];
     end
 
-    // ------------------------------------------------------------------ decide
-    wire [3:0] u_ver = d_hdr[7:4];
-    wire [3:0] u_type = d_hdr[3:0];
-    wire [15:0] u_cluster = hf16(d_hdr, 2);
-    wire [15:0] u_worker = hf16(d_hdr, 4);
-    wire [15:0] u_block = hf16(d_hdr, 6);
-    wire [15:0] u_agg = hf16(d_hdr, 8);
-    wire [7:0] u_nv = d_hdr[8*13 +: 8];
-    wire [7:0] u_frac = d_hdr[8*14 +: 8];
-    wire [31:0] u_seq = hf32(d_hdr, 16);
-    wire [31:0] u_mv = hf32(d_hdr, 20);
-    wire [31:0] u_reward = hf32(d_hdr, 24);
-    wire [31:0] u_gen = hf32(d_hdr, 28);
-    wire [31:0] u_contrib = hf32(d_hdr, 32);
-    wire [IW-1:0] u_key = {u_cluster[CW-1:0], u_block[KW-1:0]};
-    wire [CW-1:0] u_cl = u_cluster[CW-1:0];
+    // ------------------------------------------------------------------ decide: H -> B
+    reg b_v, l_v, r_v, c_v;
+    wire [3:0] dq_depth;
+    // The message ahead must be at least in L (so this one's L follows its C), the
+    // decision FIFO must hold every message in flight, and a PULL in flight may pop.
+    assign h_take = h_valid && !b_v && !l_v
+                  && ({1'b0, dq_depth} + r_v + c_v) < DQ_DEPTH
+                  && ({1'b0, pending} + r_v + c_v) < PENDING_SEGS;
+
+    reg [SW-1:0] idx_q, idx_rd;        // index BRAM read latch and output register
+    always @(posedge clk) begin
+        idx_q <= index_mem[h_key];
+        idx_rd <= idx_q;
+    end
+
+    reg [HB-1:0] b_hdr;
+    reg [15:0] b_len;
+    reg [BCW-1:0] b_nb;
+    reg [ID_WIDTH-1:0] b_tid;
+    reg b_bad;
+    reg [IW-1:0] b_key;
+    always @(posedge clk) begin
+        b_v <= !rst && h_take;
+        if (h_take) begin
+            b_hdr <= h_hdr;
+            b_len <= h_len;
+            b_nb <= h_nb;
+            b_tid <= h_tid;
+            b_bad <= h_bad;
+            b_key <= h_key;
+        end
+    end
+
+    // ------------------------------------------------------------------ B: validate
+    wire [3:0] b_ver = b_hdr[7:4];
+    wire [3:0] b_type = b_hdr[3:0];
+    wire [15:0] b_cluster = hf16(b_hdr, 2);
+    wire [15:0] b_block = hf16(b_hdr, 6);
+    wire [7:0] b_nv = b_hdr[8*13 +: 8];
+    wire [7:0] b_frac = b_hdr[8*14 +: 8];
+    wire [31:0] b_reward = hf32(b_hdr, 24);
 
     // Same precedence as worker_transport.codec.classify (the most basic failure wins).
     reg [3:0] verdict;
     always @* begin
-        if (d_len < HDR) verdict = VD_SHORT;
-        else if (u_ver != 4'd1) verdict = VD_BAD_VERSION;
-        else if (u_type < T_UPDATE || u_type > T_MODEL) verdict = VD_BAD_TYPE;
-        else if (u_type == T_PULL && (u_nv != 8'd0 || d_len != HDR)) verdict = VD_BAD_PULL;
-        else if (u_type == T_ACK || u_type == T_DATA || u_type == T_EMPTY) verdict = VD_NOT_FROM_HOST;
-        else if (u_type == T_UPDATE && (u_nv != V || d_len != HDR + 4 * u_nv)) verdict = VD_BAD_LENGTH;
-        else if (u_type == T_UPDATE && u_frac != cfg_frac_bits) verdict = VD_BAD_FRAC_BITS;
-        else if (u_type == T_UPDATE && {1'b0, u_cluster} >= max_cl) verdict = VD_CLUSTER_RANGE;
-        else if (u_type == T_UPDATE && {1'b0, u_block} >= max_bk) verdict = VD_BLOCK_RANGE;
+        if (b_len < HDR) verdict = VD_SHORT;
+        else if (b_ver != 4'd1) verdict = VD_BAD_VERSION;
+        else if (b_type < T_UPDATE || b_type > T_MODEL) verdict = VD_BAD_TYPE;
+        else if (b_type == T_PULL && (b_nv != 8'd0 || b_len != HDR)) verdict = VD_BAD_PULL;
+        else if (b_type == T_ACK || b_type == T_DATA || b_type == T_EMPTY) verdict = VD_NOT_FROM_HOST;
+        else if (b_type == T_UPDATE && (b_nv != V || b_len != HDR + 4 * b_nv)) verdict = VD_BAD_LENGTH;
+        else if (b_type == T_UPDATE && b_frac != cfg_frac_bits) verdict = VD_BAD_FRAC_BITS;
+        else if (b_type == T_UPDATE && {1'b0, b_cluster} >= max_cl) verdict = VD_CLUSTER_RANGE;
+        else if (b_type == T_UPDATE && {1'b0, b_block} >= max_bk) verdict = VD_BLOCK_RANGE;
         else verdict = VD_OK;
     end
-    wire answered_invalid = verdict >= VD_BAD_LENGTH;
-    wire counted_type = verdict != VD_SHORT && verdict != VD_BAD_VERSION && verdict != VD_BAD_TYPE;
-    wire is_update = verdict == VD_OK && u_type == T_UPDATE;
-    wire is_pull = verdict == VD_OK && u_type == T_PULL;
 
-    // Lookup: the RAM read was issued at tlast; the write made in that same cycle
-    // (by the previous message's decide) is bypassed.
-    wire [SW-1:0] s = (lw_valid && lw_addr == u_key) ? lw_data : idx_rd;
-    wire hit = live[s] && m_cluster[s] == u_cluster && m_block[s] == u_block;
-    wire [15:0] s_agg = m_agg[s];
-    wire [15:0] s_worker = m_worker[s];
-    wire [31:0] s_reward = m_reward[s];
-    wire [32:0] rdiff = {u_reward[31], u_reward} - {s_reward[31], s_reward};
-    wire [32:0] rabs = rdiff[32] ? -rdiff : rdiff;
-    wire close = rabs < {2'b00, cfg_threshold};
-    wire u_higher = $signed(u_reward) > $signed(s_reward);
-    wire full = occupied == cap[OW-1:0];
+    // L-stage registers.
+    reg [HB-1:0] l_hdr;
+    reg [BCW-1:0] l_nb;
+    reg [ID_WIDTH-1:0] l_tid;
+    reg l_bad;
+    reg [IW-1:0] l_key;
+    reg [3:0] l_verdict;
+    // |u - s| < threshold  <=>  u - threshold < s < u + threshold (34-bit signed);
+    // the bounds depend on the message only, so they are ready before the lookup.
+    reg signed [33:0] l_lo, l_hi;
+    always @(posedge clk) begin
+        l_v <= !rst && b_v;
+        l_hdr <= b_hdr;
+        l_nb <= b_nb;
+        l_tid <= b_tid;
+        l_bad <= b_bad;
+        l_key <= b_key;
+        l_verdict <= verdict;
+        l_lo <= $signed({{2{b_reward[31]}}, b_reward}) - $signed({3'b000, cfg_threshold});
+        l_hi <= $signed({{2{b_reward[31]}}, b_reward}) + $signed({3'b000, cfg_threshold});
+    end
+
+    // ------------------------------------------------------------------ L: lookup
+    reg lw_valid;                       // the last index write, bypassed into a lookup
+    reg [IW-1:0] lw_addr;
+    reg [SW-1:0] lw_data;
+    wire [SW-1:0] s = (lw_valid && lw_addr == l_key) ? lw_data : idx_rd;
+    wire [SW-1:0] r = read_ptr;
+    wire [15:0] r_cluster = m_cluster[r];
+    wire [15:0] l_cluster = hf16(l_hdr, 2);
+
+    reg [HB-1:0] r_hdr;
+    reg [BCW-1:0] r_nb;
+    reg [ID_WIDTH-1:0] r_tid;
+    reg r_bad;
+    reg [IW-1:0] r_key;
+    reg [3:0] r_verdict;
+    reg signed [33:0] r_lo, r_hi;
+    reg [SW-1:0] r_s;
+    reg r_live;
+    reg [15:0] r_s_cluster, r_s_block, r_s_worker, r_s_agg;
+    reg [31:0] r_s_reward, r_s_gen, r_s_mv, r_s_contrib;
+    reg [AW-1:0] r_s_seg;
+    // Head slot, for a PULL's DATA header and pop.
+    reg [15:0] r_h_cluster, r_h_worker, r_h_block, r_h_agg;
+    reg [31:0] r_h_seq, r_h_mv, r_h_reward, r_h_gen, r_h_contrib;
+    reg [AW-1:0] r_h_seg;
+    reg [CW-1:0] r_h_cl;
+    reg r_full, r_empty, r_ucl_zero, r_hcl_one;
+    reg [OW-1:0] r_ucl_count, r_hcl_count;
+    reg [7:0] r_util_up_q, r_util_down_q;
+    reg [OW:0] r_util_up_r, r_util_down_r;
+    reg r_cong_up, r_cong_down, r_cong_same;
+
+    // Utilisation after an enqueue / a pop, from stable state.
+    wire [OW+1:0] up_r_sum = {1'b0, util_r} + {1'b0, util_step_r};
+    wire up_carry = up_r_sum >= {2'b00, cap};
+    wire [7:0] util_up_q = util_q + util_step_q + up_carry;
+    wire [OW+1:0] up_r_next = up_carry ? up_r_sum - {2'b00, cap} : up_r_sum;
+    wire down_borrow = util_r < util_step_r;
+    wire [7:0] util_down_q = util_q - util_step_q - down_borrow;
+    wire [OW:0] util_down_r = down_borrow ? util_r + cap - util_step_r : util_r - util_step_r;
+
+    always @(posedge clk) begin
+        r_v <= !rst && l_v;
+        r_hdr <= l_hdr;
+        r_nb <= l_nb;
+        r_tid <= l_tid;
+        r_bad <= l_bad;
+        r_key <= l_key;
+        r_verdict <= l_verdict;
+        r_lo <= l_lo;
+        r_hi <= l_hi;
+        r_s <= s;
+        r_live <= live[s];
+        r_s_cluster <= m_cluster[s];
+        r_s_block <= m_block[s];
+        r_s_worker <= m_worker[s];
+        r_s_agg <= m_agg[s];
+        r_s_reward <= m_reward[s];
+        r_s_gen <= m_gen[s];
+        r_s_mv <= m_mv[s];
+        r_s_contrib <= m_contrib[s];
+        r_s_seg <= m_seg[s];
+        r_h_cluster <= r_cluster;
+        r_h_worker <= m_worker[r];
+        r_h_block <= m_block[r];
+        r_h_agg <= m_agg[r];
+        r_h_seq <= m_seq[r];
+        r_h_mv <= m_mv[r];
+        r_h_reward <= m_reward[r];
+        r_h_gen <= m_gen[r];
+        r_h_contrib <= m_contrib[r];
+        r_h_seg <= m_seg[r];
+        r_h_cl <= r_cluster[CW-1:0];
+        r_full <= occupied == cap;
+        r_empty <= occupied == 0;
+        r_ucl_count <= cluster_count[l_cluster[CW-1:0]];
+        r_hcl_count <= cluster_count[r_cluster[CW-1:0]];
+        r_ucl_zero <= cluster_count[l_cluster[CW-1:0]] == 0;
+        r_hcl_one <= cluster_count[r_cluster[CW-1:0]] == 1;
+        r_util_up_q <= util_up_q;
+        r_util_up_r <= up_r_next[OW:0];
+        r_util_down_q <= util_down_q;
+        r_util_down_r <= util_down_r;
+        r_cong_up <= util_up_q >= cfg_congestion_threshold;
+        r_cong_down <= util_down_q >= cfg_congestion_threshold;
+        r_cong_same <= util_q >= cfg_congestion_threshold;
+    end
+
+    // ------------------------------------------------------------------ R: rule
+    wire [3:0] u_ver = r_hdr[7:4];
+    wire [3:0] u_type = r_hdr[3:0];
+    wire [15:0] u_cluster = hf16(r_hdr, 2);
+    wire [15:0] u_worker = hf16(r_hdr, 4);
+    wire [15:0] u_block = hf16(r_hdr, 6);
+    wire [15:0] u_agg = hf16(r_hdr, 8);
+    wire [31:0] u_reward = hf32(r_hdr, 24);
+    wire [31:0] u_gen = hf32(r_hdr, 28);
+    wire [31:0] u_mv = hf32(r_hdr, 20);
+
+    wire ok = !r_bad && r_verdict == VD_OK;
+    wire is_update = ok && u_type == T_UPDATE;
+    wire is_pull = ok && u_type == T_PULL;
+    wire hit = r_live && r_s_cluster == u_cluster && r_s_block == u_block;
+    wire signed [33:0] s_reward_x = $signed({{2{r_s_reward[31]}}, r_s_reward});
+    wire close = s_reward_x > r_lo && s_reward_x < r_hi;
+    wire u_higher = $signed(u_reward) > $signed(r_s_reward);
 
     reg [7:0] outcome;
     always @* begin
         if (!cfg_mode && hit) begin
-            if (s_agg == 16'd1 && s_worker == u_worker) outcome = O_REPLACED;
+            if (r_s_agg == 16'd1 && r_s_worker == u_worker) outcome = O_REPLACED;
             else if (close) outcome = O_MERGED;
             else if (u_higher) outcome = O_REPLACED;
             else outcome = O_DROPPED_REWARD;
-        end else if (full) outcome = O_DROPPED_FULL;
+        end else if (r_full) outcome = O_DROPPED_FULL;
         else outcome = O_ENQUEUED;
     end
     wire do_enqueue = is_update && outcome == O_ENQUEUED;
     wire do_store = is_update && outcome == O_REPLACED;
     wire do_merge = is_update && outcome == O_MERGED;
-    wire do_pop = is_pull && occupied != 0;
+    wire do_pop = is_pull && !r_empty;
+    wire answered_invalid = !r_bad && r_verdict >= VD_BAD_LENGTH;
+    wire counted_type = !r_bad && r_verdict != VD_SHORT && r_verdict != VD_BAD_VERSION
+                      && r_verdict != VD_BAD_TYPE;
 
-    // The head slot, for PULL.
-    wire [SW-1:0] r = read_ptr;
-    wire [15:0] r_cluster = m_cluster[r];
-    wire [CW-1:0] r_cl = r_cluster[CW-1:0];
-    wire [OW-1:0] u_cl_count = cluster_count[u_cl];
-    wire [OW-1:0] r_cl_count = cluster_count[r_cl];
+    // Per-counter increment enables, registered so that C's adders start from flops.
+    reg [NCNT-1:0] inc;
+    integer ci;
+    always @* begin
+        inc = {NCNT{1'b0}};
+        for (ci = 0; ci < 6; ci = ci + 1)
+            inc[ci] = (is_update && outcome == ci)
+                    || (ci == O_DROPPED_INVALID && !r_bad && r_verdict != VD_OK);
+        inc[C_BAD] = r_bad;
+        for (ci = 1; ci <= 6; ci = ci + 1) inc[C_TYPE + ci] = counted_type && u_type == ci;
+        for (ci = 1; ci <= 9; ci = ci + 1) inc[C_VERDICT + ci] = !r_bad && r_verdict == ci;
+    end
 
-    // Feedback after the operation.
-    wire [16:0] up_r_sum = {1'b0, util_r} + {1'b0, util_step_r};
-    wire up_carry = up_r_sum >= {1'b0, cap};
-    wire [7:0] util_up_q = util_q + util_step_q + up_carry;
-    wire [16:0] up_r_next = up_carry ? up_r_sum - {1'b0, cap} : up_r_sum;
-    wire [15:0] util_up_r = up_r_next[15:0];
-    wire down_borrow = util_r < util_step_r;
-    wire [7:0] util_down_q = util_q - util_step_q - down_borrow;
-    wire [15:0] util_down_r = down_borrow ? util_r + cap - util_step_r : util_r - util_step_r;
-    wire [7:0] util_after = do_enqueue ? util_up_q : do_pop ? util_down_q : util_q;
-    wire [15:0] active_after = active_clusters
-                             + (do_enqueue && u_cl_count == 0)
-                             - (do_pop && r_cl_count == 1);
-    wire [7:0] active_fb = active_after > 16'd255 ? 8'd255 : active_after[7:0];
-    wire [7:0] flags_fb = {7'd0, util_after >= cfg_congestion_threshold};
+    // C-stage registers.
+    reg [HB-1:0] c_hdr;
+    reg [BCW-1:0] c_nb;
+    reg [ID_WIDTH-1:0] c_tid;
+    reg [IW-1:0] c_key;
+    reg [NCNT-1:0] c_inc;
+    reg c_enqueue, c_store, c_merge, c_pop, c_pull, c_update, c_resp_hdr;
+    reg [7:0] c_outcome;
+    reg [SW-1:0] c_tgt;
+    reg [AW-1:0] c_s_seg;
+    reg [15:0] c_merged_agg;
+    reg [31:0] c_merged_reward, c_merged_gen, c_merged_mv, c_merged_contrib;
+    reg [15:0] c_h_cluster, c_h_worker, c_h_block, c_h_agg;
+    reg [31:0] c_h_seq, c_h_mv, c_h_reward, c_h_gen, c_h_contrib;
+    reg [AW-1:0] c_h_seg;
+    reg [CW-1:0] c_h_cl;
+    reg [OW-1:0] c_ucl_count, c_hcl_count;
+    reg [7:0] c_util_q;
+    reg [OW:0] c_util_r;
+    reg [15:0] c_active;
+    reg c_cong;
+    always @(posedge clk) begin
+        c_v <= !rst && r_v;
+        c_hdr <= r_hdr;
+        c_nb <= r_nb;
+        c_tid <= r_tid;
+        c_key <= r_key;
+        c_inc <= r_v ? inc : {NCNT{1'b0}};
+        c_enqueue <= r_v && do_enqueue;
+        c_store <= r_v && do_store;
+        c_merge <= r_v && do_merge;
+        c_pop <= r_v && do_pop;
+        c_pull <= is_pull;
+        c_update <= is_update;
+        c_resp_hdr <= is_update || answered_invalid;
+        c_outcome <= outcome;
+        c_tgt <= do_enqueue ? write_ptr : r_s;
+        c_s_seg <= r_s_seg;
+        // Merge candidates, independent of the outcome; C picks by c_merge.
+        c_merged_agg <= (r_s_agg == 16'hffff) ? r_s_agg : r_s_agg + 16'd1;
+        c_merged_reward <= u_higher ? u_reward : r_s_reward;
+        c_merged_gen <= (u_gen < r_s_gen) ? u_gen : r_s_gen;
+        c_merged_mv <= (u_mv < r_s_mv) ? u_mv : r_s_mv;
+        c_merged_contrib <= r_s_contrib | hf32(r_hdr, 32);
+        c_h_cluster <= r_h_cluster;
+        c_h_worker <= r_h_worker;
+        c_h_block <= r_h_block;
+        c_h_agg <= r_h_agg;
+        c_h_seq <= r_h_seq;
+        c_h_mv <= r_h_mv;
+        c_h_reward <= r_h_reward;
+        c_h_gen <= r_h_gen;
+        c_h_contrib <= r_h_contrib;
+        c_h_seg <= r_h_seg;
+        c_h_cl <= r_h_cl;
+        c_ucl_count <= r_ucl_count;
+        c_hcl_count <= r_hcl_count;
+        c_util_q <= do_enqueue ? r_util_up_q : do_pop ? r_util_down_q : util_q;
+        c_util_r <= do_enqueue ? r_util_up_r : do_pop ? r_util_down_r : util_r;
+        c_cong <= do_enqueue ? r_cong_up : do_pop ? r_cong_down : r_cong_same;
+        c_active <= active_clusters + (do_enqueue && r_ucl_zero) - (do_pop && r_hcl_one);
+    end
 
-    wire [HB-1:0] ack_hdr = {d_hdr[HB-1:8*14], 8'd0, util_after, active_fb,
-                             is_update ? outcome : O_DROPPED_INVALID,
-                             d_hdr[8*10-1:8*2], flags_fb, u_ver, T_ACK};
-    wire [HB-1:0] data_hdr = {bswap32(m_contrib[r]), bswap32(m_gen[r]), bswap32(m_reward[r]),
-                              bswap32(m_mv[r]), bswap32(m_seq[r]),
-                              8'd0, cfg_frac_bits, V[7:0], util_after, active_fb, O_ENQUEUED,
-                              bswap16(m_agg[r]), bswap16(m_block[r]), bswap16(m_worker[r]),
-                              bswap16(r_cluster), flags_fb, 4'd1, T_DATA};
-    wire [HB-1:0] empty_hdr = {160'd0, 8'd0, cfg_frac_bits, 8'd0, util_after, active_fb,
+    // ------------------------------------------------------------------ C: commit
+    wire [7:0] active_fb = c_active > 16'd255 ? 8'd255 : c_active[7:0];
+    wire [7:0] flags_fb = {7'd0, c_cong};
+    wire [3:0] c_ver = c_hdr[7:4];
+    wire [HB-1:0] ack_hdr = {c_hdr[HB-1:8*14], 8'd0, c_util_q, active_fb,
+                             c_update ? c_outcome : O_DROPPED_INVALID,
+                             c_hdr[8*10-1:8*2], flags_fb, c_ver, T_ACK};
+    wire [HB-1:0] data_hdr = {bswap32(c_h_contrib), bswap32(c_h_gen), bswap32(c_h_reward),
+                              bswap32(c_h_mv), bswap32(c_h_seq),
+                              8'd0, cfg_frac_bits, V[7:0], c_util_q, active_fb, O_ENQUEUED,
+                              bswap16(c_h_agg), bswap16(c_h_block), bswap16(c_h_worker),
+                              bswap16(c_h_cluster), flags_fb, 4'd1, T_DATA};
+    wire [HB-1:0] empty_hdr = {160'd0, 8'd0, cfg_frac_bits, 8'd0, c_util_q, active_fb,
                                O_ENQUEUED, 64'd0, flags_fb, 4'd1, T_EMPTY};
 
-    wire [GW-1:0] alloc_seg = free_list[avail_head];
+    wire [AW-1:0] alloc_seg = free_list[avail_head];
     reg [1:0] dq_op;
-    reg [GW-1:0] dq_seg;
+    reg [AW-1:0] dq_seg;
     reg [1:0] dq_resp;
     reg [HB-1:0] dq_hdr;
     always @* begin
         dq_op = OP_NONE;
-        dq_seg = m_seg[s];
-        dq_resp = RESP_NONE;
+        dq_seg = c_s_seg;
+        dq_resp = c_resp_hdr ? RESP_HDR : RESP_NONE;
         dq_hdr = ack_hdr;
-        if (is_update || answered_invalid) dq_resp = RESP_HDR;
-        if (do_enqueue) begin
+        if (c_enqueue) begin
             dq_op = OP_STORE;
             dq_seg = alloc_seg;
-        end else if (do_store) dq_op = OP_STORE;
-        else if (do_merge) dq_op = OP_MERGE;
-        if (is_pull) begin
-            dq_resp = do_pop ? RESP_DATA : RESP_HDR;
-            dq_hdr = do_pop ? data_hdr : empty_hdr;
-            dq_seg = m_seg[r];
+        end else if (c_store) dq_op = OP_STORE;
+        else if (c_merge) dq_op = OP_MERGE;
+        if (c_pull) begin
+            dq_resp = c_pop ? RESP_DATA : RESP_HDR;
+            dq_hdr = c_pop ? data_hdr : empty_hdr;
+            dq_seg = c_h_seg;
         end
     end
-    wire dq_push = d_valid;
 
-    wire [15:0] merged_agg = (s_agg == 16'hffff) ? s_agg : s_agg + 16'd1;
     wire [SW-1:0] ws = write_ptr;
-    wire [SW-1:0] tgt = do_enqueue ? ws : s;
+    wire [15:0] w_cluster = hf16(c_hdr, 2);
+    wire [CW-1:0] w_cl = w_cluster[CW-1:0];
 
     // Output engine frees a segment after reading out its last DATA beat.
     wire free_seg_valid;
-    wire [GW-1:0] free_seg;
+    wire [AW-1:0] free_seg;
 
     always @(posedge clk) begin
-        lw_valid <= 1'b0;
         if (rst) begin
+            lw_valid <= 1'b0;
             live <= {MAX_CAPACITY{1'b0}};
             for (i = 0; i < MAX_CLUSTERS; i = i + 1) cluster_count[i] <= {OW{1'b0}};
             active_clusters <= 16'd0;
@@ -439,173 +684,176 @@ module olaf_queue #(
             read_ptr <= {SW{1'b0}};
             occupied <= {OW{1'b0}};
             util_q <= 8'd0;
-            util_r <= 16'd0;
-            for (i = 0; i < NSEG; i = i + 1) free_list[i] <= i[GW-1:0];
+            util_r <= {(OW + 1){1'b0}};
+            for (i = 0; i < NSEG; i = i + 1) free_list[i] <= i * SEG_BEATS;
             avail_head <= {GW{1'b0}};
             append_available_addr <= {GW{1'b0}};
             pending <= {PW{1'b0}};
-            for (i = 0; i < 6; i = i + 1) cnt_outcome[i] <= 32'd0;
-            for (i = 1; i < 7; i = i + 1) cnt_type[i] <= 32'd0;
-            for (i = 1; i < 10; i = i + 1) cnt_invalid[i] <= 32'd0;
+            cnt <= {64*NCNT{1'b0}};
         end else begin
             if (free_seg_valid) begin
                 free_list[append_available_addr] <= free_seg;
                 append_available_addr <= (append_available_addr == NSEG - 1)
                                          ? {GW{1'b0}} : append_available_addr + 1'b1;
             end
-            pending <= pending + (d_valid && do_pop) - free_seg_valid;
-            if (d_valid) begin
-                if (counted_type) cnt_type[u_type] <= cnt_type[u_type] + 32'd1;
-                if (verdict != VD_OK) begin
-                    cnt_invalid[verdict] <= cnt_invalid[verdict] + 32'd1;
-                    cnt_outcome[O_DROPPED_INVALID] <= cnt_outcome[O_DROPPED_INVALID] + 32'd1;
-                end
-                if (is_update) cnt_outcome[outcome] <= cnt_outcome[outcome] + 32'd1;
-
-                if (do_enqueue || do_store) begin
-                    m_cluster[tgt] <= u_cluster;
-                    m_worker[tgt] <= u_worker;
-                    m_block[tgt] <= u_block;
-                    m_agg[tgt] <= u_agg;
-                    m_seq[tgt] <= u_seq;
-                    m_mv[tgt] <= u_mv;
-                    m_reward[tgt] <= u_reward;
-                    m_gen[tgt] <= u_gen;
-                    m_contrib[tgt] <= u_contrib;
-                end
-                if (do_merge) begin
-                    m_agg[s] <= merged_agg;
-                    if (u_higher) m_reward[s] <= u_reward;
-                    if (u_gen < m_gen[s]) m_gen[s] <= u_gen;
-                    if (u_mv < m_mv[s]) m_mv[s] <= u_mv;
-                    m_contrib[s] <= m_contrib[s] | u_contrib;
-                end
-                if (do_enqueue) begin
-                    m_seg[ws] <= alloc_seg;
-                    avail_head <= (avail_head == NSEG - 1) ? {GW{1'b0}} : avail_head + 1'b1;
-                    index_mem[u_key] <= ws;
-                    lw_valid <= 1'b1;
-                    lw_addr <= u_key;
-                    lw_data <= ws;
-                    write_ptr <= (ws == cap - 1) ? {SW{1'b0}} : ws + 1'b1;
-                end
-                if (do_pop)
-                    read_ptr <= (r == cap - 1) ? {SW{1'b0}} : r + 1'b1;
-                if (do_enqueue) begin
-                    live[ws] <= 1'b1;
-                    cluster_count[u_cl] <= u_cl_count + 1'b1;
-                end
-                if (do_pop) begin
-                    live[r] <= 1'b0;
-                    cluster_count[r_cl] <= r_cl_count - 1'b1;
-                end
-                if (do_enqueue) begin
-                    occupied <= occupied + 1'b1;
-                    util_q <= util_up_q;
-                    util_r <= util_up_r;
-                end else if (do_pop) begin
-                    occupied <= occupied - 1'b1;
-                    util_q <= util_down_q;
-                    util_r <= util_down_r;
-                end
-                active_clusters <= active_after;
+            pending <= pending + c_pop - free_seg_valid;
+            for (i = 0; i < NCNT; i = i + 1)
+                if (c_inc[i] || (i == C_INGRESS && ingress_drop))
+                    cnt[64*i +: 64] <= cnt[64*i +: 64] + 64'd1;
+            if (c_enqueue || c_store || c_merge) begin
+                m_agg[c_tgt] <= c_merge ? c_merged_agg : hf16(c_hdr, 8);
+                m_reward[c_tgt] <= c_merge ? c_merged_reward : hf32(c_hdr, 24);
+                m_gen[c_tgt] <= c_merge ? c_merged_gen : hf32(c_hdr, 28);
+                m_mv[c_tgt] <= c_merge ? c_merged_mv : hf32(c_hdr, 20);
+                m_contrib[c_tgt] <= c_merge ? c_merged_contrib : hf32(c_hdr, 32);
+            end
+            if (c_enqueue || c_store) begin
+                m_cluster[c_tgt] <= w_cluster;
+                m_worker[c_tgt] <= hf16(c_hdr, 4);
+                m_block[c_tgt] <= hf16(c_hdr, 6);
+                m_seq[c_tgt] <= hf32(c_hdr, 16);
+            end
+            if (c_enqueue) begin
+                m_seg[ws] <= alloc_seg;
+                avail_head <= (avail_head == NSEG - 1) ? {GW{1'b0}} : avail_head + 1'b1;
+                index_mem[c_key] <= ws;
+                lw_valid <= 1'b1;
+                lw_addr <= c_key;
+                lw_data <= ws;
+                write_ptr <= (ws == cap - 1) ? {SW{1'b0}} : ws + 1'b1;
+                live[ws] <= 1'b1;
+                cluster_count[w_cl] <= c_ucl_count + 1'b1;
+                occupied <= occupied + 1'b1;
+            end
+            if (c_pop) begin
+                read_ptr <= (read_ptr == cap - 1) ? {SW{1'b0}} : read_ptr + 1'b1;
+                live[read_ptr] <= 1'b0;
+                cluster_count[c_h_cl] <= c_hcl_count - 1'b1;
+                occupied <= occupied - 1'b1;
+            end
+            if (c_v) begin
+                util_q <= c_util_q;
+                util_r <= c_util_r;
+                active_clusters <= c_active;
             end
         end
     end
 
-    // Decision FIFO push/pop.
-    wire [DQ_W-1:0] dq_head = dq_mem[dq_rd];
+    // ------------------------------------------------------------------ decision FIFO
+    localparam integer DQ_W = 2 + AW + BCW + 2 + ID_WIDTH + HB;
+    wire [DQ_W-1:0] dq_head;
+    wire dq_valid, dq_pop;
+    axis_fifo #(.DEPTH(DQ_DEPTH), .DATA_WIDTH(DQ_W), .LAST_ENABLE(0)) decision_fifo (
+        .clk(clk), .rst(rst),
+        .s_axis_tdata({dq_op, dq_seg, c_nb, dq_resp, c_tid, dq_hdr}), .s_axis_tkeep({(DQ_W+7)/8{1'b1}}),
+        .s_axis_tvalid(c_v && !rst), .s_axis_tready(), .s_axis_tlast(1'b1),
+        .s_axis_tid(8'd0), .s_axis_tuser(1'b0),
+        .m_axis_tdata(dq_head), .m_axis_tkeep(), .m_axis_tvalid(dq_valid),
+        .m_axis_tready(dq_pop), .m_axis_tlast(), .m_axis_tid(), .m_axis_tuser(),
+        .status_depth(dq_depth), .status_overflow(), .status_bad_frame(), .status_good_frame()
+    );
     wire [1:0] a_op = dq_head[DQ_W-1 -: 2];
-    wire [GW-1:0] a_seg = dq_head[DQ_W-3 -: GW];
-    wire [BCW-1:0] a_nb = dq_head[DQ_W-3-GW -: BCW];
-    wire [1:0] a_resp = dq_head[HB+1:HB];
+    wire [AW-1:0] a_seg = dq_head[DQ_W-3 -: AW];
+    wire [BCW-1:0] a_nb = dq_head[DQ_W-3-AW -: BCW];
+    wire [1:0] a_resp = dq_head[HB+ID_WIDTH+1 -: 2];
+    wire [ID_WIDTH-1:0] a_tid = dq_head[HB +: ID_WIDTH];
     wire [HB-1:0] a_hdr = dq_head[HB-1:0];
 
     // ------------------------------------------------------------------ apply
+    localparam integer RQ_W = 1 + AW + ID_WIDTH + HB;
+    wire rq_ready;
+    wire [W-1:0] bf_head;
     reg [BCW-1:0] a_beat;
-    wire a_has = dq_count != 0;
     wire a_needs_resp = a_resp != RESP_NONE && a_beat == 0;
-    wire a_go = a_has && !(a_needs_resp && rq_count == (1 << RQ_AW));
+    wire a_go = dq_valid && !(a_needs_resp && !rq_ready);
     wire a_last = a_beat == a_nb - 1'b1;
-    wire [AW-1:0] a_addr = a_seg * SEG_BEATS + a_beat;
-    wire [W-1:0] bf_head = bf_mem[bf_rd];
+    wire [AW-1:0] a_addr = a_seg + a_beat;
+    assign dq_pop = a_go && a_last;
 
-    // Stage 2: the write (STORE) or read-modify-write (MERGE) one cycle later.
-    reg s2_valid, s2_merge, s2_fwd;
-    reg [AW-1:0] s2_addr;
-    reg [W-1:0] s2_new, s2_fwd_data, seg_rd_a;
-    wire [W-1:0] s2_old = s2_fwd ? s2_fwd_data : seg_rd_a;
+    // s1: segment read in flight (BRAM latch); s2: output register, then the write
+    // (STORE) or saturating read-modify-write (MERGE). A read misses the writes made
+    // at its own edge and the next one; those two are forwarded.
+    reg s1_valid, s1_merge, s2_valid, s2_merge, h_wvalid;
+    reg [AW-1:0] s1_addr, s2_addr, h_waddr;
+    reg [W-1:0] s1_new, s2_new, seg_q_a, seg_rd_a, h_wdata, f1_data, f2_data;
+    reg f1, f2;
+    wire [W-1:0] s2_old = f1 ? f1_data : f2 ? f2_data : seg_rd_a;
     wire [W-1:0] s2_wdata = s2_merge ? sat_add_beat(s2_old, s2_new) : s2_new;
 
     always @(posedge clk) begin
         if (rst) begin
             a_beat <= {BCW{1'b0}};
+            s1_valid <= 1'b0;
             s2_valid <= 1'b0;
+            h_wvalid <= 1'b0;
         end else begin
-            s2_valid <= a_go && a_op != OP_NONE;
+            s1_valid <= a_go && a_op != OP_NONE;
+            s2_valid <= s1_valid;
+            h_wvalid <= s2_valid;
             if (a_go) a_beat <= a_last ? {BCW{1'b0}} : a_beat + 1'b1;
         end
-        s2_merge <= a_op == OP_MERGE;
-        s2_addr <= a_addr;
-        s2_new <= bf_head;
-        s2_fwd <= s2_valid && s2_addr == a_addr;
-        s2_fwd_data <= s2_wdata;
-        seg_rd_a <= seg_mem[a_addr];
+        s1_merge <= a_op == OP_MERGE;
+        s1_addr <= a_addr;
+        s1_new <= bf_head;
+        s2_merge <= s1_merge;
+        s2_addr <= s1_addr;
+        s2_new <= s1_new;
+        h_waddr <= s2_addr;
+        h_wdata <= s2_wdata;
+        f1 <= s2_valid && s2_addr == s1_addr;
+        f1_data <= s2_wdata;
+        f2 <= h_wvalid && h_waddr == s1_addr;
+        f2_data <= h_wdata;
+        seg_q_a <= seg_mem[a_addr];
+        seg_rd_a <= seg_q_a;
         if (s2_valid) seg_mem[s2_addr] <= s2_wdata;
     end
 
-    // FIFO bookkeeping for the beat, decision and response FIFOs.
-    wire bf_push = in_fire && in_beat < NB_UPD;
-    wire bf_pop = a_go;
-    wire dq_pop = a_go && a_last;
+    axis_fifo #(.DEPTH(BF_DEPTH), .DATA_WIDTH(W), .LAST_ENABLE(0)) beat_fifo (
+        .clk(clk), .rst(rst),
+        .s_axis_tdata(i_tdata), .s_axis_tkeep({BW{1'b1}}), .s_axis_tvalid(bf_push),
+        .s_axis_tready(bf_ready), .s_axis_tlast(1'b1), .s_axis_tid(8'd0), .s_axis_tuser(1'b0),
+        .m_axis_tdata(bf_head), .m_axis_tkeep(), .m_axis_tvalid(), .m_axis_tready(a_go),
+        .m_axis_tlast(), .m_axis_tid(), .m_axis_tuser(),
+        .status_depth(), .status_overflow(), .status_bad_frame(), .status_good_frame()
+    );
+
+    // Response list in output order: header, tid, and for DATA the segment to read.
     wire rq_push = a_go && a_needs_resp;
-    wire rq_pop;
-    always @(posedge clk) begin
-        if (rst) begin
-            bf_wr <= 0; bf_rd <= 0; bf_count <= 0;
-            dq_wr <= 0; dq_rd <= 0; dq_count <= 0;
-            append_out_addr <= 0; rq_rd <= 0; rq_count <= 0;
-        end else begin
-            if (bf_push) begin
-                bf_mem[bf_wr] <= s_axis_tdata;
-                bf_wr <= bf_wr + 1'b1;
-            end
-            if (bf_pop) bf_rd <= bf_rd + 1'b1;
-            bf_count <= bf_count + bf_push - bf_pop;
-            if (dq_push) begin
-                dq_mem[dq_wr] <= {dq_op, dq_seg, d_nb, dq_resp, dq_hdr};
-                dq_wr <= dq_wr + 1'b1;
-            end
-            if (dq_pop) dq_rd <= dq_rd + 1'b1;
-            dq_count <= dq_count + dq_push - dq_pop;
-            if (rq_push) begin
-                rq_mem[append_out_addr] <= {a_resp == RESP_DATA, a_seg, a_hdr};
-                append_out_addr <= append_out_addr + 1'b1;
-            end
-            if (rq_pop) rq_rd <= rq_rd + 1'b1;
-            rq_count <= rq_count + rq_push - rq_pop;
-        end
-    end
+    wire [RQ_W-1:0] rq_head;
+    wire rq_valid, rq_pop;
+    wire [$clog2(RQ_DEPTH):0] rq_depth;
+    axis_fifo #(.DEPTH(RQ_DEPTH), .DATA_WIDTH(RQ_W), .LAST_ENABLE(0)) response_fifo (
+        .clk(clk), .rst(rst),
+        .s_axis_tdata({a_resp == RESP_DATA, a_seg, a_tid, a_hdr}), .s_axis_tkeep({(RQ_W+7)/8{1'b1}}),
+        .s_axis_tvalid(rq_push), .s_axis_tready(rq_ready), .s_axis_tlast(1'b1),
+        .s_axis_tid(8'd0), .s_axis_tuser(1'b0),
+        .m_axis_tdata(rq_head), .m_axis_tkeep(), .m_axis_tvalid(rq_valid),
+        .m_axis_tready(rq_pop), .m_axis_tlast(), .m_axis_tid(), .m_axis_tuser(),
+        .status_depth(rq_depth), .status_overflow(), .status_bad_frame(), .status_good_frame()
+    );
 
     // ------------------------------------------------------------------ output
-    wire [RQ_W-1:0] rq_head = rq_mem[rq_rd];
     wire o_is_data = rq_head[RQ_W-1];
-    wire [GW-1:0] o_seg = rq_head[RQ_W-2 -: GW];
+    wire [AW-1:0] o_seg = rq_head[RQ_W-2 -: AW];
+    wire [ID_WIDTH-1:0] o_tid = rq_head[HB +: ID_WIDTH];
     wire [HB-1:0] o_hdr = rq_head[HB-1:0];
     wire [BCW-1:0] o_nb = o_is_data ? NB_UPD[BCW-1:0] : NB_HDR[BCW-1:0];
     reg [BCW-1:0] o_beat;
-    reg p_valid;                        // a beat whose segment read is in flight
-    wire o_go = rq_count != 0 && (of_count + p_valid) < OF_DEPTH;
+    reg p1_valid, p2_valid;             // segment read in flight: latch, output register
+    wire [$clog2(OF_DEPTH):0] of_depth;
+    wire o_go = rq_valid && ({1'b0, of_depth} + p1_valid + p2_valid) < OF_DEPTH;
     wire o_last = o_beat == o_nb - 1'b1;
     assign rq_pop = o_go && o_last;
     assign free_seg_valid = rq_pop && o_is_data;
     assign free_seg = o_seg;
 
-    reg [BCW-1:0] p_beat;
-    reg p_last;
-    reg [15:0] p_len;
-    reg [HB-1:0] p_hdr;
-    reg [W-1:0] seg_rd_b;
+    reg [BCW-1:0] p1_beat, p_beat;
+    reg p1_last, p_last;
+    reg [15:0] p1_len, p_len;
+    reg [HB-1:0] p1_hdr, p_hdr;
+    reg [ID_WIDTH-1:0] p1_tid, p_tid;
+    reg [W-1:0] seg_q_b, seg_rd_b;
     wire [HB-1:0] p_hdr_sh = p_hdr >> (p_beat * W);
     wire [W-1:0] p_data;
     wire [BW-1:0] p_keep;
@@ -627,31 +875,37 @@ module olaf_queue #(
     always @(posedge clk) begin
         if (rst) begin
             o_beat <= {BCW{1'b0}};
-            p_valid <= 1'b0;
-            of_wr <= 0; of_rd <= 0; of_count <= 0;
+            p1_valid <= 1'b0;
+            p2_valid <= 1'b0;
         end else begin
             if (o_go) o_beat <= o_last ? {BCW{1'b0}} : o_beat + 1'b1;
-            p_valid <= o_go;
-            if (p_valid) begin
-                of_data[of_wr] <= p_data;
-                of_keep[of_wr] <= p_keep;
-                of_last[of_wr] <= p_last;
-                of_wr <= of_wr + 1'b1;
-            end
-            if (m_axis_tvalid && m_axis_tready) of_rd <= of_rd + 1'b1;
-            of_count <= of_count + p_valid - (m_axis_tvalid && m_axis_tready);
+            p1_valid <= o_go;
+            p2_valid <= p1_valid;
         end
-        p_beat <= o_beat;
-        p_last <= o_last;
-        p_len <= o_is_data ? UPD_BYTES[15:0] : HDR[15:0];
-        p_hdr <= o_hdr;
-        seg_rd_b <= seg_mem[o_seg * SEG_BEATS + o_beat];
+        p1_beat <= o_beat;
+        p1_last <= o_last;
+        p1_len <= o_is_data ? UPD_BYTES[15:0] : HDR[15:0];
+        p1_hdr <= o_hdr;
+        p1_tid <= o_tid;
+        p_beat <= p1_beat;
+        p_last <= p1_last;
+        p_len <= p1_len;
+        p_hdr <= p1_hdr;
+        p_tid <= p1_tid;
+        seg_q_b <= seg_mem[o_seg + o_beat];
+        seg_rd_b <= seg_q_b;
     end
 
-    assign m_axis_tvalid = of_count != 0;
-    assign m_axis_tdata = of_data[of_rd];
-    assign m_axis_tkeep = of_keep[of_rd];
-    assign m_axis_tlast = of_last[of_rd];
+    axis_fifo #(.DEPTH(OF_DEPTH), .DATA_WIDTH(W), .KEEP_ENABLE(1), .KEEP_WIDTH(BW),
+                .ID_ENABLE(1), .ID_WIDTH(ID_WIDTH)) output_fifo (
+        .clk(clk), .rst(rst),
+        .s_axis_tdata(p_data), .s_axis_tkeep(p_keep), .s_axis_tvalid(p2_valid),
+        .s_axis_tready(), .s_axis_tlast(p_last), .s_axis_tid(p_tid), .s_axis_tuser(1'b0),
+        .m_axis_tdata(m_axis_tdata), .m_axis_tkeep(m_axis_tkeep), .m_axis_tvalid(m_axis_tvalid),
+        .m_axis_tready(m_axis_tready), .m_axis_tlast(m_axis_tlast), .m_axis_tid(m_axis_tid),
+        .m_axis_tuser(),
+        .status_depth(of_depth), .status_overflow(), .status_bad_frame(), .status_good_frame()
+    );
 
     // ------------------------------------------------------------------ status
     assign stat_occupied = {{(16 - OW){1'b0}}, occupied};
@@ -660,16 +914,16 @@ module olaf_queue #(
     assign stat_congested = util_q >= cfg_congestion_threshold;
 
     always @* begin
-        cnt_value = 32'd0;
-        if (cnt_sel < 5'd6) cnt_value = cnt_outcome[cnt_sel];
-        else if (cnt_sel >= 5'd9 && cnt_sel <= 5'd14) cnt_value = cnt_type[cnt_sel - 5'd8];
-        else if (cnt_sel >= 5'd17 && cnt_sel <= 5'd25) cnt_value = cnt_invalid[cnt_sel - 5'd16];
-        else if (cnt_sel == 5'd26) cnt_value = {{(32 - OW){1'b0}}, occupied};
-        else if (cnt_sel == 5'd27) cnt_value = {{(32 - SW){1'b0}}, write_ptr};
-        else if (cnt_sel == 5'd28) cnt_value = {{(32 - SW){1'b0}}, read_ptr};
-        else if (cnt_sel == 5'd29) cnt_value = {{(32 - RQ_AW){1'b0}}, append_out_addr};
-        else if (cnt_sel == 5'd30) cnt_value = {{(32 - GW){1'b0}}, append_available_addr};
-        else if (cnt_sel == 5'd31) cnt_value = {{(32 - PW){1'b0}}, pending};
+        cnt_value = 64'd0;
+        if (cnt_sel < 5'd8) cnt_value = cnt[64*cnt_sel +: 64];
+        else if (cnt_sel >= 5'd9 && cnt_sel <= 5'd14) cnt_value = cnt[64*(cnt_sel - 5'd1) +: 64];
+        else if (cnt_sel >= 5'd17 && cnt_sel <= 5'd25) cnt_value = cnt[64*(cnt_sel - 5'd3) +: 64];
+        else if (cnt_sel == 5'd26) cnt_value = {{(64 - OW){1'b0}}, occupied};
+        else if (cnt_sel == 5'd27) cnt_value = {{(64 - SW){1'b0}}, write_ptr};
+        else if (cnt_sel == 5'd28) cnt_value = {{(64 - SW){1'b0}}, read_ptr};
+        else if (cnt_sel == 5'd29) cnt_value = {{(64 - 3){1'b0}}, rq_depth};
+        else if (cnt_sel == 5'd30) cnt_value = {{(64 - GW){1'b0}}, append_available_addr};
+        else if (cnt_sel == 5'd31) cnt_value = {{(64 - PW){1'b0}}, pending};
     end
 endmodule
 

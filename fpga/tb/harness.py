@@ -30,7 +30,7 @@ from worker_transport.protocol import FLAG_CONGESTED, HEADER_LEN, Mode, MsgType,
 
 FPGA_DIR = Path(__file__).resolve().parent.parent
 TB_DIR = FPGA_DIR / "tb"
-RTL_SOURCES = [FPGA_DIR / "rtl" / "olaf_queue.v"]
+RTL_SOURCES = [FPGA_DIR / "rtl" / "axis_fifo.v", FPGA_DIR / "rtl" / "olaf_queue.v"]
 TOPLEVEL = "olaf_queue"
 SIMULATORS = ("verilator", "icarus")
 
@@ -38,6 +38,7 @@ V = 64
 MAX_CAPACITY = 64
 MAX_CLUSTERS = 16
 MAX_BLOCKS = 1024
+ID_WIDTH = 16  # wide enough that every message of a bench has its own tid
 
 # Counter read-port selectors (see the cnt_sel comment in olaf_queue.v).
 CNT_OUTCOME = 0
@@ -100,6 +101,7 @@ def parameters(width: int, values: int = V) -> dict[str, int]:
         "MAX_CAPACITY": MAX_CAPACITY,
         "MAX_CLUSTERS": MAX_CLUSTERS,
         "MAX_BLOCKS": MAX_BLOCKS,
+        "ID_WIDTH": ID_WIDTH,
     }
 
 
@@ -366,7 +368,7 @@ def fast_sink_class() -> type:
                     frame.tdata.extend(int(self.bus.tdata.value).to_bytes(lanes, "little"))
                     keep = int(self.bus.tkeep.value)
                     frame.tkeep.extend((keep >> lane) & 1 for lane in range(lanes))
-                    frame.tid.extend([0] * lanes)
+                    frame.tid.extend([int(self.bus.tid.value)] * lanes)
                     frame.tdest.extend([0] * lanes)
                     frame.tuser.extend([0] * lanes)
                     if self.bus.tlast.value:
@@ -385,6 +387,78 @@ def fast_sink_class() -> type:
                     await wake_event
 
     return FastAxiStreamSink
+
+
+class AxisProtocolChecker:
+    """AXI-Stream rules checked on every clock edge of one interface.
+
+    Once tvalid is high it stays high, with tdata / tkeep / tlast / tid unchanged,
+    until the beat is taken (tready); tkeep is all ones except on a tlast beat, where
+    it is a non-empty contiguous low mask; no X/Z on tvalid (or on the payload while
+    tvalid is high). Violations are collected and asserted by ``check``.
+    """
+
+    def __init__(self, dut, prefix: str, name: str) -> None:  # noqa: ANN001 - cocotb handle
+        import cocotb
+
+        self.clk = dut.clk
+        self.rst = dut.rst
+        self.valid = getattr(dut, f"{prefix}_tvalid")
+        self.ready = getattr(dut, f"{prefix}_tready")
+        self.payload = [getattr(dut, f"{prefix}_{sig}") for sig in ("tdata", "tkeep", "tlast", "tid")
+                        if hasattr(dut, f"{prefix}_{sig}")]
+        self.keep = getattr(dut, f"{prefix}_tkeep")
+        self.last = getattr(dut, f"{prefix}_tlast")
+        self.lanes = len(self.keep)
+        self.name = name
+        self.violations: list[str] = []
+        self.beats = 0
+        self.stalls = 0
+        cocotb.start_soon(self._run())
+
+    async def _run(self) -> None:
+        from cocotb.triggers import ReadOnly, RisingEdge
+
+        held: tuple[str, ...] | None = None  # payload of a beat offered but not taken
+        full = (1 << self.lanes) - 1
+        while True:
+            await RisingEdge(self.clk)
+            await ReadOnly()
+            if str(self.rst.value) != "0":
+                held = None
+                continue
+            valid = str(self.valid.value)
+            if valid not in ("0", "1"):
+                self.violations.append(f"{self.name}: tvalid is {valid}")
+                continue
+            if valid == "0":
+                if held is not None:
+                    self.violations.append(f"{self.name}: tvalid dropped before tready")
+                held = None
+                continue
+            payload = tuple(str(sig.value) for sig in self.payload)
+            if any(c not in "01" for bits in payload for c in bits):
+                self.violations.append(f"{self.name}: X/Z on the payload while tvalid")
+                continue
+            if held is not None and payload != held:
+                self.violations.append(f"{self.name}: payload changed while waiting for tready")
+            keep = int(self.keep.value)
+            if self.last.value:
+                if keep == 0 or keep & (keep + 1):
+                    self.violations.append(f"{self.name}: tkeep {keep:#x} on tlast is not a low mask")
+            elif keep != full:
+                self.violations.append(f"{self.name}: tkeep {keep:#x} not all ones before tlast")
+            if self.ready.value:
+                self.beats += 1
+                held = None
+            else:
+                self.stalls += 1
+                held = payload
+            if len(self.violations) > 20:
+                return
+
+    def check(self) -> None:
+        assert not self.violations, "AXI-Stream protocol violations: " + "; ".join(self.violations[:5])
 
 
 class QueueBench:
@@ -406,6 +480,9 @@ class QueueBench:
         self.reference = Reference(self.config)
         self.coverage: Counter[str] = Counter()
         self.compared = 0
+        self.next_tid = 0
+        self.checkers = [AxisProtocolChecker(dut, "s_axis", "s_axis"),
+                         AxisProtocolChecker(dut, "m_axis", "m_axis")]
         dut.rst.value = 1
         dut.s_axis_tvalid.value = 0
         dut.cnt_sel.value = 0
@@ -436,25 +513,53 @@ class QueueBench:
         await RisingEdge(self.dut.clk)
         self.reference = Reference(self.config)
 
-    async def exchange(self, messages: Sequence[bytes], timeout_cycles: int = 200_000) -> None:
-        """Send ``messages``, and check every response against the reference model."""
+    async def exchange(
+        self,
+        messages: Sequence[bytes],
+        timeout_cycles: int = 200_000,
+        bad_frames: frozenset[int] = frozenset(),
+    ) -> None:
+        """Send ``messages``, and check every response against the reference model.
+
+        Each message carries its own tid; a response must carry the tid of the
+        request it answers (tids rise through the stream, and an ACK answers an
+        UPDATE or an invalid message, DATA / EMPTY a PULL). Messages whose index is in
+        ``bad_frames`` go out with the MAC's bad-frame tuser bit and must vanish.
+        """
         import cocotb
         from cocotb.triggers import with_timeout
         from cocotbext.axi import AxiStreamFrame
 
-        expected = self.reference.process(messages)
+        good = [m for i, m in enumerate(messages) if i not in bad_frames]
+        expected = self.reference.process(good)
+        first_tid = self.next_tid
+        tid_mask = (1 << len(self.dut.s_axis_tid)) - 1
+        self.next_tid = (self.next_tid + len(messages)) & tid_mask
 
         async def feed() -> None:
-            for message in messages:
-                await self.source.send(AxiStreamFrame(message))
+            for index, message in enumerate(messages):
+                tid = (first_tid + index) & tid_mask
+                await self.source.send(AxiStreamFrame(message, tid=tid, tuser=int(index in bad_frames)))
 
         feeder = cocotb.start_soon(feed())
+        last_index = -1
         for index, want in enumerate(expected):
             frame = await with_timeout(self.sink.recv(), timeout_cycles * 4, "ns")
             got = bytes(frame.tdata)
             assert got == want, (
                 f"response {self.compared + index}: DUT {got.hex()} != reference {want.hex()}"
             )
+            tids = set(frame.tid) if isinstance(frame.tid, list) else {frame.tid}
+            assert len(tids) == 1, f"response {self.compared + index}: tid changes within a packet"
+            request = ((tids.pop() - first_tid) & tid_mask)
+            assert last_index < request < len(messages), (
+                f"response {self.compared + index}: tid points at request {request}, after {last_index}"
+            )
+            assert request not in bad_frames, f"response to bad frame {request}"
+            last_index = request
+            req_type = messages[request][0] & 0x0F if messages[request] else 0
+            if got[0] & 0x0F in (MsgType.DATA, MsgType.EMPTY):
+                assert req_type == MsgType.PULL, f"DATA/EMPTY answers request {request} (not a PULL)"
             self.coverage[response_outcome(got)] += 1
             if got[1] & FLAG_CONGESTED:
                 self.coverage["CONGESTED"] += 1
@@ -463,6 +568,8 @@ class QueueBench:
         self.compared += len(expected)
         await self.settle()
         assert self.sink.empty(), "DUT sent a response the reference model did not"
+        for checker in self.checkers:
+            checker.check()
 
     async def settle(self, cycles: int = 16) -> None:
         from cocotb.triggers import RisingEdge

@@ -19,7 +19,7 @@ ASSIGNMENT = re.compile(r"\b([A-Z][A-Z0-9_]*)\s*=\s*(?:\d+'d)?(\d+)\b")
 
 def rtl_localparams() -> dict[str, int]:
     """Every ``NAME = value`` (decimal or sized ``N'dV``) inside localparam statements."""
-    text = re.sub(r"//.*", "", RTL_SOURCES[0].read_text())
+    text = re.sub(r"//.*", "", RTL_SOURCES[-1].read_text())
     values: dict[str, int] = {}
     for statement in re.findall(r"localparam\b(.*?);", text, flags=re.S):
         for name, value in ASSIGNMENT.findall(statement):

@@ -1,0 +1,107 @@
+"""Synthesis-only timing and resources of the RTL OlafQueue with yosys.
+
+Runs Debian's yosys 0.23: ``synth_xilinx -family xc7 -noiopad`` on
+fpga/rtl/olaf_queue.v (default parameters unless overridden), then ``sta`` (cell
+delays from the prjxray-derived specify blocks of yosys's 7-series cell library;
+no routing delay, so a real placed design is slower) and ``stat``. Prints the
+worst register-to-register path, the clock it allows, the cells on that path and
+the LUT / flip-flop / block-RAM counts.
+
+Run: ``.venv/bin/python fpga/scripts/sta.py [--param V=64 ...] [--rtl FILE]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+FPGA_DIR = Path(__file__).resolve().parent.parent
+RTL_DIR = FPGA_DIR / "rtl"
+DEFAULT_SOURCES = [RTL_DIR / "axis_fifo.v", RTL_DIR / "olaf_queue.v"]
+TOP = "olaf_queue"
+
+
+def yosys_script(sources: list[Path], params: dict[str, int], stat_file: Path, sta_file: Path) -> str:
+    chparam = " ".join(f"-set {k} {v}" for k, v in params.items())
+    reads = "; ".join(f"read_verilog -defer {src}" for src in sources)
+    chparam_cmd = f"chparam {chparam} {TOP}; " if chparam else ""
+    return (
+        f"{reads}; {chparam_cmd}hierarchy -top {TOP}; "
+        f"synth_xilinx -family xc7 -noiopad -top {TOP}; "
+        f"tee -q -o {stat_file} stat; tee -q -o {sta_file} sta"
+    )
+
+
+def parse_sta(text: str) -> tuple[float, list[str]]:
+    """Worst arrival time in ns and the cell lines of the path that sets it."""
+    match = re.search(r"Latest arrival time in '.*?' is (\d+)", text)
+    if match is None:
+        raise RuntimeError("no 'Latest arrival time' in the sta output")
+    path = [line.strip() for line in text.splitlines() if re.match(r"\s+\d+\s", line)]
+    return int(match.group(1)) / 1000.0, path
+
+
+def parse_stat(text: str) -> dict[str, int]:
+    cells = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0].isupper() and parts[1].isdigit():
+            cells[parts[0]] = int(parts[1])
+    return cells
+
+
+def summarize(cells: dict[str, int]) -> str:
+    luts = sum(n for name, n in cells.items() if name.startswith("LUT"))
+    flops = sum(n for name, n in cells.items() if name.startswith("FD"))
+    lutram = sum(n for name, n in cells.items() if name.startswith("RAM") and not name.startswith("RAMB"))
+    listed = ", ".join(f"{name} {n}" for name, n in sorted(cells.items()))
+    return (f"LUTs {luts}, flip-flops {flops}, LUTRAM macros {lutram}, RAMB18 {cells.get('RAMB18E1', 0)},"
+            f" RAMB36 {cells.get('RAMB36E1', 0)}; {listed}")
+
+
+def run(sources: list[Path], params: dict[str, int]) -> tuple[float, list[str], dict[str, int]]:
+    if shutil.which("yosys") is None:
+        raise RuntimeError("yosys is not installed (apt-get install yosys)")
+    with tempfile.TemporaryDirectory() as tmp:
+        stat_file, sta_file = Path(tmp) / "stat.txt", Path(tmp) / "sta.txt"
+        script = yosys_script(sources, params, stat_file, sta_file)
+        proc = subprocess.run(["yosys", "-q", "-p", script], capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"yosys failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        worst, path = parse_sta(sta_file.read_text())
+        cells = parse_stat(stat_file.read_text())
+    return worst, path, cells
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                        help="override a module parameter (repeatable)")
+    parser.add_argument("--rtl", action="append", type=Path, help="source files (default: fpga/rtl)")
+    parser.add_argument("--path", action="store_true", help="print every cell on the worst path")
+    args = parser.parse_args()
+    params = {}
+    for item in args.param:
+        name, _, value = item.partition("=")
+        if not value.isdigit():
+            print(f"sta.py: --param needs NAME=INTEGER, got {item!r}", file=sys.stderr)
+            return 2
+        params[name] = int(value)
+    sources = args.rtl or [src for src in DEFAULT_SOURCES if src.exists()]
+    worst, path, cells = run(sources, params)
+    print(f"yosys synth_xilinx -family xc7 + sta, {TOP} {params or 'default parameters'}")
+    print(f"worst path {worst:.3f} ns (cell delays only, no routing) -> {1000 / worst:.0f} MHz")
+    if path:
+        shown = path if args.path else path[:2] + ["..."] + path[-3:]
+        print("path:\n  " + "\n  ".join(shown))
+    print(summarize(cells))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
