@@ -1,22 +1,26 @@
-"""The P4 sources agree with the Python wire format and with the committed p4info.
+"""The P4 sources agree with the Python wire format, and the committed p4info is p4c's.
 
-No compiler is needed: the P4 files are read as text (comments stripped, #define and
-`const` values resolved). Checked for the v1model program (p4/include/) and the TNA
-program (p4/tna/): the OLAF header's field names, widths, signedness and order, the
+The P4 files are read as text (comments stripped, #define and `const` values resolved),
+so these checks need no compiler. Checked for the v1model program (p4/include/) and the
+TNA program (p4/tna/): the OLAF header's field names, widths, signedness and order, the
 message-type, outcome, mode and verdict codes, the UDP port, V and header length, the
-default configuration; and, for v1model, that every table, action, counter and
-register declared in the source is the one p4/olaf.p4info.txtpb describes.
+default configuration; for v1model, that the generated per-value files are current and
+that p4/olaf.p4info.txtpb describes the declared sizes and is served by the control
+plane. When p4c-bm2-ss is on PATH, the program is compiled and the p4info it writes must
+equal the committed one (ordering of repeated entries aside).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import re
-import sys
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from dataplane.queue import QueueConfig
+from dataplane.queue import SLOT_FIELDS, QueueConfig
 from worker_transport.codec import Verdict
 from worker_transport.protocol import (
     FLAG_CONGESTED,
@@ -38,9 +42,6 @@ P4_DIR = REPO / "p4"
 V1MODEL_FILES = sorted((P4_DIR / "include").glob("*.p4")) + [P4_DIR / "olaf.p4"]
 TNA_FILES = sorted((P4_DIR / "tna").glob("*.p4"))
 TARGETS = {"v1model": V1MODEL_FILES, "tna": TNA_FILES}
-
-sys.path.insert(0, str(P4_DIR / "tools"))
-import p4info  # noqa: E402
 
 
 def strip_comments(text: str) -> str:
@@ -165,12 +166,11 @@ def test_default_config_is_queue_config_default(source: P4Source) -> None:
     assert source.value("OLAF_MAX_BLOCKS") >= d.max_blocks
 
 
-# -- what p4c's bmv2 back end and simple_switch accept (no compiler here) ------------------
+# -- source rules ---------------------------------------------------------------------------
 #
-# Restrictions documented in p4lang/behavioral-model docs/simple_switch.md ("P4_16 plus
-# v1model architecture notes") and the forms shared/P4-NOTES.md records as compiled by
-# p4c 1.2.5. Checked on the source text so that an edit which would fail at review fails
-# here first.
+# What a compiler does not report: a for loop compiles for bmv2 but runs once
+# (shared/P4-NOTES.md). The v1model program is otherwise checked by p4c itself
+# (tests/test_vectors_bmv2.py compiles it with warnings as errors and runs it).
 
 
 def balanced(text: str, open_at: int) -> str:
@@ -194,15 +194,6 @@ def bodies(text: str, keyword: str) -> dict[str, tuple[str, str]]:
     return found
 
 
-def statements(block: str) -> list[str]:
-    return [st.strip() for st in re.split(r";", block) if st.strip()]
-
-
-@pytest.fixture(scope="module")
-def v1model_source() -> P4Source:
-    return P4Source(V1MODEL_FILES)
-
-
 def test_every_table_is_applied_once(source: P4Source) -> None:
     """simple_switch: no apply of the same table twice in one control execution."""
     tables = re.findall(r"\btable\s+(\w+)\s*\{", source.text)
@@ -218,49 +209,47 @@ def test_every_action_parameter_is_used(source: P4Source) -> None:
             assert re.search(r"\b" + pname + r"\b", body), f"{name}({pname}) unused"
 
 
-def test_v1model_actions_have_no_conditionals(v1model_source: P4Source) -> None:
-    """Every branch stays in apply blocks, where p4c's bmv2 back end takes any if."""
-    for name, (_, body) in bodies(v1model_source.text, "action").items():
-        assert not re.search(r"\b(if|switch)\s*\(", body), name
-
-
-def test_v1model_fixed_function_controls(v1model_source: P4Source) -> None:
-    """simple_switch.md: VerifyChecksum only verify_checksum calls, ComputeChecksum only
-    update_checksum calls, the deparser only emit calls."""
-    text = v1model_source.text
-    main = re.search(r"V1Switch\s*\((.*?)\)\s*main\s*;", text, flags=re.S).group(1)
-    names = [a.strip().removesuffix("()") for a in main.split(",")]
-    controls = bodies(text, "control")
-    allowed = {1: "verify_checksum(", 4: "update_checksum(", 5: "packet.emit("}
-    for position, call in allowed.items():
-        body = controls[names[position]][1]
-        apply_block = balanced(body, body.index("{", body.index("apply")))
-        for st in statements(apply_block):
-            assert st.startswith(call), f"{names[position]}: {st[:40]!r}"
-
-
-def test_v1model_parser_never_rejects_explicitly(v1model_source: P4Source) -> None:
-    """simple_switch.md: p4c + simple_switch do not support transitioning to reject."""
-    assert not re.search(r"\breject\b", v1model_source.text)
-
-
-def test_loops_have_the_compiled_form(source: P4Source) -> None:
-    """P4-NOTES.md: ``for (bit<32> i = 0; i < N; i = i + 1)`` is what p4c 1.2.5 unrolled;
-    header stacks are indexed only by a literal or such a loop variable."""
-    loops = re.findall(r"\bfor\s*\(([^)]*)\)", source.text)
-    loop_vars = set()
-    for header in loops:
-        m = re.fullmatch(
-            r"\s*bit<32>\s+(\w+)\s*=\s*0\s*;\s*(\w+)\s*<\s*\w+\s*;\s*(\w+)\s*=\s*(\w+)\s*\+\s*1\s*", header
-        )
-        assert m and m.group(1) == m.group(2) == m.group(3) == m.group(4), header
-        loop_vars.add(m.group(1))
-    # Macro parameters (TNA's OLAF_VALUE_APPLY(i)) are literals once expanded.
+def test_no_for_loops(source: P4Source) -> None:
+    """P4-NOTES.md: p4c 1.2.5.16 compiles a for loop's body once for bmv2 and simple_switch
+    runs it once; the per-value statements are written out (v1model: generated) instead,
+    so every header-stack index is a literal (TNA: a macro parameter, a literal once
+    expanded)."""
+    assert not re.search(r"\bfor\s*\(", source.text)
     code = "\n".join(line for line in source.text.splitlines() if not line.lstrip().startswith("#"))
     for index in re.findall(r"\bvalues\[([^\]]+)\]", code):
         if index in ("OLAF_V", "OLAF_TNA_V"):
             continue  # the stack's declaration
-        assert re.fullmatch(r"\d+", index) or index in loop_vars, index
+        assert re.fullmatch(r"\d+", index), index
+
+
+def _gen_values():  # noqa: ANN202 - a module loaded from p4/tools (not a package)
+    spec = importlib.util.spec_from_file_location("olaf_gen_values", P4_DIR / "tools" / "gen_values.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_generated_value_statements_are_current(tmp_path: Path) -> None:
+    """p4/include/values_*.p4 are what p4/tools/gen_values.py writes for OLAF_V; an edit
+    of V or of a generated file without regenerating fails here."""
+    gen = _gen_values()
+    v = P4Source(V1MODEL_FILES).value("OLAF_V")
+    assert gen.values_per_block() == v
+    assert gen.stale() == [], "run: python p4/tools/gen_values.py"
+    for name, text in gen.render(v).items():
+        indices = [int(i) for i in re.findall(r"\bvalues\[(\d+)\]", text)]
+        assert sorted(set(indices)) == list(range(v)), name
+        assert f'#include "{name}"' in (P4_DIR / "include" / "queue.p4").read_text(), name
+    # The check sees a stale copy: one value missing, or files written for another V.
+    for name, text in gen.render(v).items():
+        (tmp_path / name).write_text(text)
+    assert gen.stale(tmp_path, v) == []
+    merge = tmp_path / "values_merge.p4"
+    merge.write_text(merge.read_text().replace("hdr.values[7]", "hdr.values[6]"))
+    assert gen.stale(tmp_path, v) == ["values_merge.p4"]
+    assert len(gen.stale(tmp_path, v * 2)) == len(gen.FRAGMENTS)
+    assert gen.main(["--check"]) == 0
 
 
 def test_no_run_time_division(source: P4Source) -> None:
@@ -271,6 +260,9 @@ def test_no_run_time_division(source: P4Source) -> None:
 
 
 # -- v1model program against the p4info ----------------------------------------------------
+#
+# p4/olaf.p4info.txtpb is the file p4c-bm2-ss writes (copied from its output); the
+# control plane (control_plane/, the software switch's P4Runtime service, olaf ctl) loads it.
 
 
 @pytest.fixture(scope="module")
@@ -278,75 +270,99 @@ def v1model() -> P4Source:
     return P4Source(V1MODEL_FILES)
 
 
-def test_compiled_sizes_match_p4info_tool(v1model: P4Source) -> None:
-    assert v1model.value("OLAF_CAPACITY") == p4info.CAPACITY
-    assert v1model.value("OLAF_V") == p4info.VALUES == 1 << v1model.value("OLAF_V_SHIFT")
-    assert v1model.value("OLAF_MAX_CLUSTERS") == p4info.MAX_CLUSTERS
-    assert v1model.value("OLAF_MAX_BLOCKS") == p4info.MAX_BLOCKS == 1 << v1model.value("OLAF_BLOCK_SHIFT")
-    assert v1model.value("OLAF_INDEX_SIZE") == p4info.INDEX_SIZE
-    assert v1model.value("OLAF_VALUE_SLOTS") == p4info.VALUE_SLOTS
+def load_p4info(path: Path):  # noqa: ANN201 - p4info_pb2.P4Info, imported lazily
+    from google.protobuf import text_format
+    from p4.config.v1 import p4info_pb2
+
+    return text_format.Parse(path.read_text(), p4info_pb2.P4Info())
 
 
-def test_registers_match_p4info(v1model: P4Source) -> None:
-    declared = {
-        name: (v1model.value(size), int(width), kind == "int")
-        for kind, width, size, name in re.findall(
-            r"\bregister<\s*(bit|int)<(\d+)>\s*>\s*\(\s*(\w+)\s*\)\s*(\w+)\s*;", v1model.text
-        )
+def canonical(message):  # noqa: ANN001, ANN201 - any protobuf message
+    """A copy of ``message`` with every repeated message field sorted by its serialized
+    bytes (recursively): p4c does not promise an order for tables, actions, params..."""
+    out = type(message)()
+    out.CopyFrom(message)
+    for field, value in out.ListFields():
+        if field.message_type is None or field.message_type.GetOptions().map_entry:
+            continue
+        if field.label == field.LABEL_REPEATED:
+            items = sorted((canonical(v) for v in value), key=_serialized)
+            del value[:]
+            value.extend(items)
+        else:
+            value.CopyFrom(canonical(value))
+    return out
+
+
+def _serialized(message) -> bytes:  # noqa: ANN001 - any protobuf message
+    return message.SerializeToString(deterministic=True)
+
+
+COMMITTED_P4INFO = P4_DIR / "olaf.p4info.txtpb"
+
+
+def test_canonical_ignores_order_only() -> None:
+    info = load_p4info(COMMITTED_P4INFO)
+    shuffled = type(info)()
+    shuffled.CopyFrom(info)
+    shuffled.actions.reverse()
+    shuffled.tables[0].action_refs.reverse()
+    shuffled.registers.reverse()
+    assert shuffled != info and canonical(shuffled) == canonical(info)
+    shuffled.registers[0].size += 1
+    assert canonical(shuffled) != canonical(info)
+
+
+@pytest.mark.skipif(shutil.which("p4c-bm2-ss") is None, reason="p4c-bm2-ss not on PATH")
+def test_committed_p4info_is_what_p4c_writes(tmp_path: Path) -> None:
+    """Compile p4/olaf.p4 (warnings are errors) and compare the p4info p4c writes with the
+    committed one: same objects, names, ids, aliases, sizes, types and initial default
+    action bytes, in whatever order."""
+    compiled = tmp_path / "olaf.p4info.txtpb"
+    cmd = ["p4c-bm2-ss", "--arch", "v1model", "--Werror", "--p4runtime-files", str(compiled),
+           "-o", str(tmp_path / "olaf.json"), str(P4_DIR / "olaf.p4")]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    fresh, committed = canonical(load_p4info(compiled)), canonical(load_p4info(COMMITTED_P4INFO))
+    assert fresh == committed, "p4/olaf.p4info.txtpb is stale: copy p4c's (p4/README.md, Compile)"
+
+
+def test_p4info_sizes_follow_the_constants(v1model: P4Source) -> None:
+    """The registers and counters the controller reads have the sizes and widths that
+    constants.p4 and the wire format give them."""
+    info = load_p4info(COMMITTED_P4INFO)
+    registers = {r.preamble.name.removeprefix("OlafIngress."): r for r in info.registers}
+    assert v1model.value("OLAF_V") == 1 << v1model.value("OLAF_V_SHIFT")
+    assert v1model.value("OLAF_MAX_BLOCKS") == 1 << v1model.value("OLAF_BLOCK_SHIFT")
+    sizes = {
+        "reg_values": v1model.value("OLAF_CAPACITY") * v1model.value("OLAF_V"),
+        "reg_index": v1model.value("OLAF_MAX_CLUSTERS") * v1model.value("OLAF_MAX_BLOCKS"),
+        "reg_cluster_count": v1model.value("OLAF_MAX_CLUSTERS"),
     }
-    described = {
-        r.name.removeprefix("OlafIngress."): (r.size, r.bits, r.signed) for r in p4info.PROGRAM.registers
-    }
-    assert declared == described
+    for name in ("occupied", "read_ptr", "write_ptr", "active_clusters"):
+        sizes[f"reg_{name}"] = 1
+    header = {name: (bits, name in SIGNED_FIELDS) for name, bits in HEADER_FIELDS}
+    for name in SLOT_FIELDS:
+        sizes[f"reg_slot_{name}"] = v1model.value("OLAF_CAPACITY")
+        spec = registers[f"reg_slot_{name}"].type_spec.bitstring
+        kind = spec.WhichOneof("type_spec")
+        assert (getattr(spec, kind).bitwidth, kind == "int") == header[name], name
+    assert v1model.value("OLAF_VALUE_SLOTS") == sizes["reg_values"]
+    assert v1model.value("OLAF_INDEX_SIZE") == sizes["reg_index"]
+    assert {n: r.size for n, r in registers.items()} == sizes
+    counters = {c.preamble.name: c.size for c in info.counters}
+    assert counters["OlafIngress.outcome_counter"] >= len(Outcome)
+    assert counters["OlafIngress.msg_type_counter"] > max(MsgType)
 
 
-def test_counters_match_p4info(v1model: P4Source) -> None:
-    pattern = r"\bcounter\s*\(\s*(\w+)\s*,\s*CounterType\.packets\s*\)\s*(\w+)\s*;"
-    declared = {name: v1model.value(size) for size, name in re.findall(pattern, v1model.text)}
-    assert declared == {c.name.removeprefix("OlafIngress."): c.size for c in p4info.PROGRAM.counters}
-    assert len(Outcome) <= declared["outcome_counter"] and max(MsgType) < declared["msg_type_counter"]
+def test_control_plane_serves_the_committed_p4info() -> None:
+    """The software switch's P4Runtime schema accepts the compiler's p4info as it is."""
+    from control_plane.p4info import Schema
+    from control_plane.p4info import load_p4info as control_plane_load
 
-
-def test_actions_match_p4info(v1model: P4Source) -> None:
-    declared = {}
-    for name, params in re.findall(r"\baction\s+(\w+)\s*\(([^)]*)\)", v1model.text):
-        declared[name] = [
-            (pname, int(width)) for _, width, pname in re.findall(r"\b(bit|int)<(\d+)>\s+(\w+)", params)
-        ]
-    described = {
-        a.name.split(".")[-1]: [(p.name, p.bits) for p in a.params]
-        for a in p4info.PROGRAM.actions
-        if a.name != "NoAction"
-    }
-    assert declared == described
-
-
-def test_tables_match_p4info(v1model: P4Source) -> None:
-    tables = dict(re.findall(r"\btable\s+(\w+)\s*\{(.*?)\n\s*\}\s*\n", v1model.text, flags=re.S))
-    described = {t.name.split(".")[-1]: t for t in p4info.PROGRAM.tables}
-    assert set(tables) == set(described)
-    for name, body in tables.items():
-        t = described[name]
-        keys = re.findall(r"([\w.]+)\s*:\s*(exact|lpm|ternary)\s*;", body)
-        assert [(k, m.upper()) for k, m in keys] == [(f.name, f.match_type) for f in t.keys], name
-        actions = re.search(r"actions\s*=\s*\{([^}]*)\}", body).group(1)
-        assert [a.strip() for a in actions.split(";") if a.strip()] == [
-            a.split(".")[-1] for a in t.actions
-        ], name
-        default = re.search(r"default_action\s*=\s*(\w+)\s*\(", body).group(1)
-        assert default == t.default_action.split(".")[-1], name
-        size = re.search(r"\bsize\s*=\s*(\w+)\s*;", body)
-        assert (v1model.value(size.group(1)) if size else p4info.DEFAULT_TABLE_SIZE) == t.size, name
-    config_defaults = described["olaf_config"].default_args
-    assert config_defaults == (
-        v1model.value("OLAF_DEFAULT_MODE"),
-        v1model.value("OLAF_DEFAULT_THRESHOLD"),
-        v1model.value("OLAF_DEFAULT_CONGESTION_THRESHOLD"),
-        v1model.value("OLAF_DEFAULT_FRAC_BITS"),
-        v1model.value("OLAF_DEFAULT_CAPACITY"),
-        v1model.value("OLAF_DEFAULT_MAX_CLUSTERS"),
-        v1model.value("OLAF_DEFAULT_MAX_BLOCKS"),
-    )
+    schema = Schema(control_plane_load(COMMITTED_P4INFO), QueueConfig())
+    for name in ("OlafIngress.olaf_config", "OlafIngress.set_config", "OlafIngress.reg_values"):
+        assert schema.has(name), name
 
 
 def test_controls_are_the_contract_names(v1model: P4Source) -> None:
@@ -354,10 +370,6 @@ def test_controls_are_the_contract_names(v1model: P4Source) -> None:
     assert "OlafIngress" in controls and "OlafEgress" in controls
     main = re.search(r"V1Switch\s*\((.*?)\)\s*main\s*;", v1model.text, flags=re.S).group(1)
     assert [s.strip().rstrip("()") for s in main.split(",")][2:4] == ["OlafIngress", "OlafEgress"]
-
-
-def test_p4info_file_is_current() -> None:
-    assert (P4_DIR / "olaf.p4info.txtpb").read_text() == p4info.render()
 
 
 def test_p4info_parses_as_p4runtime_proto() -> None:
@@ -369,24 +381,6 @@ def test_p4info_parses_as_p4runtime_proto() -> None:
     assert set(names) == {"OlafIngress.olaf_config", "OlafIngress.ipv4_lpm", "OlafEgress.drop_sim"}
     ids = [x.preamble.id for kind in (info.tables, info.actions, info.counters, info.registers) for x in kind]
     assert len(ids) == len(set(ids))
-
-
-def test_p4c_id_algorithm_on_known_ids() -> None:
-    """Ids that p4c emitted for p4lang programs (tutorials, p4c testdata)."""
-    known = {
-        (p4info.PREFIX_ACTION, "NoAction"): 21257015,
-        (p4info.PREFIX_ACTION, "MyIngress.drop"): 25652968,
-        (p4info.PREFIX_TABLE, "MyIngress.dmac_table"): 35550025,
-        (p4info.PREFIX_TABLE, "ingress.ecmp_group"): 38446407,
-        (p4info.PREFIX_REGISTER, "ingress.flowlet_id"): 384519412,
-    }
-    for (prefix, name), id_ in known.items():
-        assert p4info.assign_ids(prefix, [name])[name] == id_, name
-    assert p4info.aliases(["ingress._drop", "egress._drop", "ingress.set_nhop"]) == {
-        "ingress._drop": "ingress._drop",
-        "egress._drop": "egress._drop",
-        "ingress.set_nhop": "set_nhop",
-    }
 
 
 # -- TNA resource arithmetic ---------------------------------------------------------------
@@ -466,10 +460,10 @@ def test_signed_register_check_finds_a_raw_use(v1model: P4Source) -> None:
     expected = "reg_slot_reward read into reward, used without a (bit<32>) cast"
     assert signed_register_misuses(mutated) == [expected]
     # The value register as it was before it became bit<32>: read and added as int<32>.
-    old = (
-        v1model.text.replace("register<bit<32>>(OLAF_VALUE_SLOTS) reg_values;",
-                             "register<int<32>>(OLAF_VALUE_SLOTS) reg_values;")
-        .replace("bit<32> current;", "int<32> current;")
-        .replace("(bit<32>)(((int<32>)current) |+| hdr.values[i].value)", "current |+| hdr.values[i].value")
+    old = re.sub(
+        r"\(bit<32>\)\(\(\(int<32>\)current\) \|\+\| (hdr\.values\[\d+\]\.value)\)",
+        r"current |+| \1",
+        v1model.text.replace("register<bit<32>>(OLAF_VALUE_SLOTS)", "register<int<32>>(OLAF_VALUE_SLOTS)")
+        .replace("bit<32> current;", "int<32> current;"),
     )
     assert "reg_values read into current, used without a (bit<32>) cast" in signed_register_misuses(old)
