@@ -109,3 +109,36 @@ def test_bad_flag_value_is_a_one_line_error(tmp_path: Path) -> None:
         cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert result.returncode != 0
     assert "workers must be >= 1" in result.stderr
+
+
+@pytest.mark.timeout(300)
+def test_compare_runs_the_olaf_queue_with_workers_always_sending_as_its_own_row(
+        tmp_path: Path) -> None:
+    out = tmp_path / "cmp"
+    result = subprocess.run(
+        [sys.executable, "-m", "olaf.cli", "compare", "--env", "CartPole-v1", "--workers", "2",
+         "--duration", "4", "--seeds", "1", "--modes", "olaf-always,olaf", "--out", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=280)
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads((out / "compare.json").read_text())
+    assert [r["mode"] for r in report["rows"]] == ["olaf-always", "olaf"]
+    assert [r["send"] for r in report["rows"]] == ["always", "P_s"]
+    (always,), (olaf,) = report["runs"]["olaf-always"], report["runs"]["olaf"]
+    # The same OLAF queue (merges and replacements happen) ...
+    assert always["mode"] == olaf["mode"] == "olaf"
+    assert always["outcomes"]["MERGED"] + always["outcomes"]["REPLACED"] > 0
+    # ... but workers that never skip, and never need to probe.
+    assert always["variant"] == "olaf-always" and always["workers_send"] == "always"
+    assert always["updates_sent"] > 0 and always["updates_skipped"] == 0
+    assert always["updates_probes"] == 0 and always["p_s_mean"] == 1.0
+    assert olaf["variant"] == "olaf" and olaf["workers_send"] == "P_s"
+    assert olaf["updates_sent"] > 0
+    # Per worker and over time, as a user reads them.
+    with (out / "olaf-seed0" / "workers.csv").open() as f:
+        workers = list(csv.DictReader(f))
+    assert [w["worker_id"] for w in workers] == ["0", "1"]
+    assert sum(int(w["sent"]) for w in workers) == olaf["updates_sent"]
+    with (out / "olaf-seed0" / "timeline.csv").open() as f:
+        timeline = list(csv.DictReader(f))
+    assert any(row["p_s_mean"] not in ("", "nan") for row in timeline)
+    assert "olaf-always" in result.stdout and "skipped share" in result.stdout

@@ -1,9 +1,11 @@
 """``olaf ablation``: FIFO, OLAF, and OLAF with each policy and both, over seeds.
 
-Variants (switch mode, PS aggregation, worker scaling):
+Variants (switch mode, PS aggregation, worker scaling, whether workers use P_s):
 
-* ``fifo``: drop-tail switch, plain PS, all workers;
-* ``olaf``: OLAF switch, plain PS, all workers;
+* ``fifo``: drop-tail switch, plain PS, all workers, which always send;
+* ``olaf-always``: OLAF switch, plain PS, all workers, which always send (the OLAF queue
+  without the worker's transmission control);
+* ``olaf``: OLAF switch, plain PS, all workers sending with P_s (DESIGN.md §4);
 * ``olaf+sa``: OLAF switch, staleness-aware PS (Stellaris), all workers;
 * ``olaf+boost``: OLAF switch, plain PS, boosting-driven worker scaling (Nitro);
 * ``olaf+sa+boost``: both policies.
@@ -26,19 +28,22 @@ from typing import Any
 
 from olaf.drl.stats import mean_std, plus_minus
 
-HELP = "ablation: fifo, olaf, olaf + staleness-aware aggregation, olaf + boost scaling, both"
+HELP = ("ablation: fifo, olaf queue with workers always sending, olaf, olaf + staleness-aware "
+        "aggregation, olaf + boost scaling, both")
 
 DEFAULT_DURATION = 40.0
 
-VARIANTS: dict[str, tuple[str, str, str]] = {
-    "fifo": ("fifo", "plain", "fixed"),
-    "olaf": ("olaf", "plain", "fixed"),
-    "olaf+sa": ("olaf", "staleness-aware", "fixed"),
-    "olaf+boost": ("olaf", "plain", "boost"),
-    "olaf+sa+boost": ("olaf", "staleness-aware", "boost"),
+VARIANTS: dict[str, tuple[str, str, str, bool]] = {
+    "fifo": ("fifo", "plain", "fixed", True),
+    "olaf-always": ("olaf", "plain", "fixed", True),
+    "olaf": ("olaf", "plain", "fixed", False),
+    "olaf+sa": ("olaf", "staleness-aware", "fixed", False),
+    "olaf+boost": ("olaf", "plain", "boost", False),
+    "olaf+sa+boost": ("olaf", "staleness-aware", "boost", False),
 }
-COLORS = {"fifo": "tab:orange", "olaf": "tab:blue", "olaf+sa": "tab:green",
-          "olaf+boost": "tab:red", "olaf+sa+boost": "tab:purple"}
+"""Variant -> (switch mode, PS aggregation, worker scaling, workers always send)."""
+COLORS = {"fifo": "tab:orange", "olaf-always": "tab:olive", "olaf": "tab:blue",
+          "olaf+sa": "tab:green", "olaf+boost": "tab:red", "olaf+sa+boost": "tab:purple"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -97,6 +102,9 @@ def row_of(variant: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
                                       if r.get("detector_overhead_share") is not None else None
                                       for r in runs], 1),
         "detector_cpu_ms": plus_minus([r.get("detector_mean_cpu_ms") for r in runs], 1),
+        "skipped_share": plus_minus([r.get("skipped_share") for r in runs], 3),
+        "worker_bytes": plus_minus([r["worker_bytes"] / 1e6 if r.get("worker_bytes") is not None
+                                    else None for r in runs], 1),
         "_final": mean_std([r["final_return"] for r in runs])[0],
         "_ws_target": mean_std(ws_target)[0],
         "_cpu": mean_std([r.get("worker_cpu_s") for r in runs])[0],
@@ -106,7 +114,8 @@ def row_of(variant: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
 COLUMNS = (("variant", "variant"), ("seeds", "seeds"), ("reached", "reached"),
            ("time to target (s)", "time_to_target_s"), ("final return", "final_return"),
            ("worker-s to target", "worker_s_to_target"), ("worker-s total", "worker_s_total"),
-           ("worker CPU-s", "worker_cpu_s"),
+           ("worker CPU-s", "worker_cpu_s"), ("skipped share", "skipped_share"),
+           ("MB from workers", "worker_bytes"),
            ("mean active workers", "mean_active_workers"), ("staleness p90", "staleness_p90"),
            ("held share", "held_share"), ("detector overhead %", "detector_overhead_pct"),
            ("detector CPU ms/round", "detector_cpu_ms"))
@@ -148,7 +157,8 @@ def write_plot(results: dict[str, list[Any]], path: Path, target: float | None) 
         ax.set_ylabel("mean return (last 20 episodes)")
         ax.grid(alpha=0.3)
         ax.legend(loc="best", fontsize=8)
-    fig.suptitle(f"{env}: ablation of staleness-aware aggregation and boost scaling")
+    fig.suptitle(f"{env}: ablation of the workers' P_s, staleness-aware aggregation and boost "
+                 "scaling")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -180,9 +190,10 @@ def run(args: argparse.Namespace) -> int:
     summaries: dict[str, list[dict[str, Any]]] = {v: [] for v in variants}
     for seed in range(args.first_seed, args.first_seed + args.seeds):
         for variant in variants:
-            mode, aggregation, scaling = VARIANTS[variant]
+            mode, aggregation, scaling, always_send = VARIANTS[variant]
             base = config_from_args(args, mode=mode, seed=seed, target=target,
-                                    stop_at_target=False)
+                                    stop_at_target=False,
+                                    always_send=always_send and mode == "olaf")
             cfg = check_env(replace(base, aggregation=aggregation, scaling=scaling))
             title = f"olaf ablation: {cfg.env_id}, {cfg.workers} workers, {variant}, seed {seed}"
             cpu_before = _children_cpu_s()

@@ -1,4 +1,9 @@
-"""``olaf compare``: the same run in ``olaf`` and ``fifo`` mode over several seeds."""
+"""``olaf compare``: the same run in several modes over several seeds.
+
+Modes: ``olaf`` (OLAF queue, workers send with P_s), ``olaf-always`` (OLAF queue, workers
+always send: the queue without the worker's part) and ``fifo`` (drop-tail queue, workers
+always send).
+"""
 
 from __future__ import annotations
 
@@ -8,9 +13,17 @@ from typing import Any
 
 from olaf.drl.stats import mean_std, plus_minus
 
-HELP = "run the same configuration in olaf and fifo mode over seeds and compare convergence"
+HELP = ("run the same configuration in olaf, olaf-always and fifo mode over seeds and "
+        "compare convergence")
 
 DEFAULT_DURATION = 60.0
+
+MODES: dict[str, tuple[str, bool, str]] = {
+    "olaf": ("olaf", False, "P_s"),
+    "olaf-always": ("olaf", True, "always"),
+    "fifo": ("fifo", False, "always"),
+}
+"""Mode name -> (switch mode, workers always send, what the workers do)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -19,6 +32,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_run_arguments(parser, duration=DEFAULT_DURATION)
     parser.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 per mode (default 3)")
     parser.add_argument("--first-seed", type=int, default=0, help="first seed (default 0)")
+    parser.add_argument("--modes", default=",".join(MODES),
+                        help="comma-separated subset of olaf (OLAF queue + P_s), olaf-always (OLAF "
+                        "queue, workers always send), fifo (default: all three)")
     parser.add_argument("--out", type=Path, default=Path("runs/compare"),
                         help="directory for per-run metrics, the table and the combined plot")
     parser.epilog = ("Without --target-reward the target is "
@@ -26,6 +42,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      + ". Every run lasts --duration (it does not stop at the target, so that final "
                      "returns compare over the same budget). A run that never reaches the "
                      "target counts as taking its full duration (a bound).")
+
+
+def parse_modes(text: str) -> list[str]:
+    """The --modes list, or SystemExit with one line on an unknown or empty one."""
+    modes = list(dict.fromkeys(m.strip() for m in text.split(",") if m.strip()))
+    unknown = [m for m in modes if m not in MODES]
+    if unknown or not modes:
+        raise SystemExit(f"olaf compare: error: unknown mode(s) {unknown or text!r}; "
+                         f"choose from {', '.join(MODES)}")
+    return modes
 
 
 def speedups(olaf: list[dict[str, Any]], fifo: list[dict[str, Any]]) -> list[float]:
@@ -44,6 +70,30 @@ def speedups(olaf: list[dict[str, Any]], fifo: list[dict[str, Any]]) -> list[flo
     return out
 
 
+def compare_row(mode: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One table row: means ± std over the seeds of a mode. A run that missed the target
+    counts with its wall time and env steps (a bound)."""
+    reached = [r["time_to_target_s"] for r in runs if r["time_to_target_s"] is not None]
+    return {
+        "mode": mode,
+        "send": MODES[mode][2] if mode in MODES else "-",
+        "seeds": len(runs),
+        "reached": f"{len(reached)}/{len(runs)}",
+        "ttt": plus_minus([r["time_to_target_s"] or r["wall_time_s"] for r in runs]),
+        "steps": plus_minus([r["steps_to_target"] if r["steps_to_target"] is not None
+                             else r["env_steps"] for r in runs], 0),
+        "final": plus_minus([r["final_return"] for r in runs]),
+        "aom_mean": plus_minus([r["aom_mean_ms"] for r in runs], 2),
+        "aom_p99": plus_minus([r["aom_p99_ms"] for r in runs], 1),
+        "aom_spread": plus_minus([r.get("aom_worker_spread_ms") for r in runs], 1),
+        "worker_bytes": plus_minus([r["worker_bytes"] / 1e6 if r.get("worker_bytes") is not None
+                                    else None for r in runs], 1) + " MB",
+        "skipped": plus_minus([r.get("skipped_share") for r in runs], 3),
+        "bytes": plus_minus([r["bytes_to_ps"] / 1e6 for r in runs], 2) + " MB",
+        "agg": plus_minus([r["mean_agg_count"] for r in runs], 2),
+    }
+
+
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
@@ -54,14 +104,16 @@ def run(args: argparse.Namespace) -> int:
 
     if args.seeds < 1:
         raise SystemExit("olaf compare: error: --seeds must be >= 1")
+    modes = parse_modes(args.modes)
     target = args.target_reward if args.target_reward is not None else DEFAULT_TARGETS.get(args.env)
-    console = Console() if Console().is_terminal else Console(width=150)
+    console = Console() if Console().is_terminal else Console(width=200)
     results = []
-    summaries: dict[str, list[dict[str, Any]]] = {"olaf": [], "fifo": []}
+    summaries: dict[str, list[dict[str, Any]]] = {m: [] for m in modes}
     for seed in range(args.first_seed, args.first_seed + args.seeds):
-        for mode in ("olaf", "fifo"):
-            cfg = check_env(config_from_args(args, mode=mode, seed=seed, target=target,
-                                                   stop_at_target=False))
+        for mode in modes:
+            switch_mode, always_send, _ = MODES[mode]
+            cfg = check_env(config_from_args(args, mode=switch_mode, seed=seed, target=target,
+                                             stop_at_target=False, always_send=always_send))
             title = f"olaf compare: {cfg.env_id}, {cfg.workers} workers, {mode}, seed {seed}"
             with Progress(title, cfg.duration, console) as progress:
                 result = run_experiment(cfg, progress)
@@ -71,37 +123,32 @@ def run(args: argparse.Namespace) -> int:
             write_plots(result, run_dir)
             console.print(f"{mode} seed {seed}: time to target "
                           f"{summary['time_to_target_s'] or '-'} s, final return "
-                          f"{summary['final_return']:.1f}, data in {run_dir}/")
+                          f"{summary['final_return']:.1f}, skipped share "
+                          f"{summary['skipped_share']:.3f}, data in {run_dir}/")
             results.append(result)
             summaries[mode].append(summary)
     rows = []
     for mode, runs in summaries.items():
-        reached = [r["time_to_target_s"] for r in runs if r["time_to_target_s"] is not None]
-        ttt = [r["time_to_target_s"] or r["wall_time_s"] for r in runs]
-        rows.append({
-            "mode": mode,
-            "seeds": len(runs),
-            "reached": f"{len(reached)}/{len(runs)}",
-            "ttt": plus_minus(ttt),
-            "final": plus_minus([r["final_return"] for r in runs]),
-            "aom_mean": plus_minus([r["aom_mean_ms"] for r in runs], 2),
-            "aom_p99": plus_minus([r["aom_p99_ms"] for r in runs], 1),
-            "bytes": plus_minus([r["bytes_to_ps"] / 1e6 for r in runs], 2) + " MB",
-            "agg": plus_minus([r["mean_agg_count"] for r in runs], 2),
-        })
-    ratios = speedups(summaries["olaf"], summaries["fifo"])
-    mean, std = mean_std(ratios)
+        rows.append(compare_row(mode, runs))
     console.print(compare_table(rows))
-    if ratios:
-        console.print(f"target {target}: speedup (fifo time / olaf time to target) "
-                      f"{mean:.2f} ± {std:.2f} over {len(ratios)} seed(s) where a mode reached "
-                      "it; per seed " + ", ".join(f"{r:.2f}" for r in ratios)
-                      + f"; time to target {100 * (1 - 1 / mean):+.0f} % shorter with olaf")
-    else:
-        console.print(f"target {target}: no run reached it, no speedup to report")
+    speedup: dict[str, dict[str, Any]] = {}
+    for mode in (m for m in modes if m != "fifo" and "fifo" in summaries):
+        ratios = speedups(summaries[mode], summaries["fifo"])
+        mean, std = mean_std(ratios)
+        speedup[mode] = {"per_seed": ratios, "mean": mean, "std": std}
+        if ratios:
+            console.print(f"target {target}: speedup (fifo time / {mode} time to target) "
+                          f"{mean:.2f} ± {std:.2f} over {len(ratios)} seed(s) where a mode "
+                          "reached it; per seed " + ", ".join(f"{r:.2f}" for r in ratios)
+                          + f"; time to target {100 * (1 - 1 / mean):+.0f} % shorter with {mode}")
+        else:
+            console.print(f"target {target}: neither {mode} nor fifo reached it, no speedup")
     plot = write_compare_plot(results, args.out / "compare.png")
-    write_json(args.out / "compare.json", {"target_reward": target, "rows": rows,
-                                          "speedup_per_seed": ratios, "speedup_mean": mean,
-                                          "speedup_std": std, "runs": summaries})
+    olaf_speedup = speedup.get("olaf", {"per_seed": [], "mean": None, "std": None})
+    write_json(args.out / "compare.json", {"target_reward": target, "modes": modes, "rows": rows,
+                                          "speedup_per_seed": olaf_speedup["per_seed"],
+                                          "speedup_mean": olaf_speedup["mean"],
+                                          "speedup_std": olaf_speedup["std"],
+                                          "speedup_vs_fifo": speedup, "runs": summaries})
     console.print(f"wrote {plot} and {args.out / 'compare.json'}")
     return 0

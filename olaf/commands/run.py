@@ -17,6 +17,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_run_arguments(parser, duration=DEFAULT_DURATION)
     parser.add_argument("--mode", choices=("olaf", "fifo"), default="olaf",
                         help="olaf: merge/replace/drop + P_s senders; fifo: drop-tail baseline")
+    parser.add_argument("--always-send", action="store_true",
+                        help="with --mode olaf: workers send every update (P_s = 1), the OLAF queue "
+                        "without the workers' transmission control (fifo workers always send)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     parser.add_argument("--out", type=Path, default=None,
                         help="directory for metrics and plots (default runs/run-<time>)")
@@ -31,11 +34,11 @@ def run(args: argparse.Namespace) -> int:
     from olaf.drl.runner import run_experiment
 
     cfg = check_env(config_from_args(args, mode=args.mode, seed=args.seed,
-                                     target=args.target_reward))
+                                     target=args.target_reward, always_send=args.always_send))
     out = args.out or Path("runs") / time.strftime("run-%Y%m%d-%H%M%S")
     console = Console() if Console().is_terminal else Console(width=120)
     title = (f"olaf run: {cfg.env_id}, {cfg.workers} workers in {cfg.worker_processes} "
-             f"processes, {cfg.mode}, pull {cfg.pull_rate:g}/s")
+             f"processes, {cfg.variant}, pull {cfg.pull_rate:g}/s")
     with Progress(title, cfg.duration, console) as progress:
         result = run_experiment(cfg, progress)
     console.print(summary_table(result.summary()))

@@ -31,6 +31,9 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, duration: float) -> No
                         help=f"V, values per block (default {d.values})")
     parser.add_argument("--shuffle-blocks", action="store_true",
                         help="workers send each gradient's blocks in random order, not by block id")
+    parser.add_argument("--feedback-ttl-ms", type=float, default=d.feedback_ttl_ms, metavar="MS",
+                        help="workers' P_s: ACK feedback older than this no longer counts and the "
+                        f"next update is a probe, DESIGN.md §4 (default {d.feedback_ttl_ms:g})")
     parser.add_argument("--duration", type=float, default=duration,
                         help=f"wall-clock budget in seconds (default {duration:g})")
     parser.add_argument("--target-reward", type=float, default=None,
@@ -87,12 +90,16 @@ def policies_from_args(args: argparse.Namespace) -> dict:
 
 
 def config_from_args(args: argparse.Namespace, *, mode: str, seed: int,
-                     target: float | None, stop_at_target: bool = True) -> RunConfig:
-    """A RunConfig, or SystemExit with a one-line message on bad values."""
+                     target: float | None, stop_at_target: bool = True,
+                     always_send: bool = False) -> RunConfig:
+    """A RunConfig, or SystemExit with a one-line message on bad values. ``always_send``:
+    workers send every update in olaf mode too (the OLAF queue without P_s)."""
     try:
         learner = A2CConfig(learning_rate=args.lr, hidden=args.hidden)
         return RunConfig(env_id=args.env, workers=args.workers, processes=args.processes,
-                         mode=mode, pull_rate=args.pull_rate, capacity=args.capacity,
+                         mode=mode, always_send=always_send,
+                         feedback_ttl_ms=args.feedback_ttl_ms,
+                         pull_rate=args.pull_rate, capacity=args.capacity,
                          values=args.values, shuffle_blocks=args.shuffle_blocks,
                          duration=args.duration, target_reward=target,
                          stop_at_target=stop_at_target, seed=seed, learner=learner,

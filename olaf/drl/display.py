@@ -74,7 +74,9 @@ class Progress:
         table.add_row("queue", f"{snap.occupied}/{snap.capacity} slots")
         table.add_row("model version", f"{snap.model_version:,} ({snap.blocks_applied:,} blocks)")
         table.add_row("threshold", _fmt(snap.threshold, 2))
-        table.add_row("updates", f"{snap.updates_sent:,} sent, {snap.updates_skipped:,} skipped")
+        table.add_row("updates", f"{snap.updates_sent:,} sent, {snap.updates_skipped:,} skipped, "
+                                 f"{snap.updates_probes:,} probes")
+        table.add_row("P_s (last 0.5 s)", _fmt(snap.p_s_mean, 3))
         table.add_row("outcomes", _outcomes(snap) or "-")
         return table
 
@@ -85,7 +87,9 @@ class Progress:
             self._last_line = snap.elapsed
             print(f"[{snap.elapsed:6.1f}s] steps={snap.env_steps:,} return={_fmt(snap.mean_return)}"
                   f" AoM={_fmt(snap.aom_ms)}ms queue={snap.occupied}/{snap.capacity} "
-                  f"v={snap.model_version} {_outcomes(snap)}", file=sys.stdout, flush=True)
+                  f"v={snap.model_version} updates sent={snap.updates_sent:,} "
+                  f"skipped={snap.updates_skipped:,} probes={snap.updates_probes:,} "
+                  f"P_s={_fmt(snap.p_s_mean, 3)} {_outcomes(snap)}", file=sys.stdout, flush=True)
 
 
 SUMMARY_ROWS = (
@@ -105,7 +109,12 @@ SUMMARY_ROWS = (
     ("updates in DATA", "aggregated_updates", 0),
     ("mean agg_count", "mean_agg_count", 2),
     ("mean staleness (versions)", "mean_staleness_versions", 2),
-    ("updates sent / skipped", None, 0),
+    ("workers send", "workers_send", 0),
+    ("updates sent / skipped / probes", None, 0),
+    ("skipped share (all; min..max per worker)", "skipped_shares", 3),
+    ("mean P_s", "p_s_mean", 3),
+    ("bytes from workers", "worker_bytes", 0),
+    ("AoM per-worker spread (ms)", "aom_worker_spread_ms", 2),
     ("model version", "model_version", 0),
     ("aggregation", "aggregation", 0),
     ("staleness p50 / p90 / p99 / max", "staleness_percentiles", 0),
@@ -119,12 +128,18 @@ SUMMARY_ROWS = (
 
 def summary_table(summary: dict[str, Any]) -> Table:
     table = Table(title=f"olaf run: {summary['env']}, {summary['workers']} workers, "
-                        f"{summary['mode']}, pull {summary['pull_rate']:g}/s, seed {summary['seed']}")
+                        f"{summary.get('variant', summary['mode'])}, "
+                        f"pull {summary['pull_rate']:g}/s, seed {summary['seed']}")
     table.add_column("metric", style="bold")
     table.add_column("value", justify="right")
     for label, key, digits in SUMMARY_ROWS:
         if key is None:
-            value = f"{summary['updates_sent']:,} / {summary['updates_skipped']:,}"
+            value = (f"{summary['updates_sent']:,} / {summary['updates_skipped']:,} / "
+                     f"{summary.get('updates_probes', 0):,}")
+        elif key == "skipped_shares":
+            value = (f"{_fmt(summary.get('skipped_share'), digits)} "
+                     f"({_fmt(summary.get('skipped_share_min'), digits)}.."
+                     f"{_fmt(summary.get('skipped_share_max'), digits)})")
         elif key == "staleness_percentiles":
             value = " / ".join(_fmt(summary.get(f"staleness_{p}"))
                                for p in ("p50", "p90", "p99", "max"))
@@ -136,13 +151,20 @@ def summary_table(summary: dict[str, Any]) -> Table:
     return table
 
 
+COMPARE_COLUMNS = (
+    ("mode", "mode"), ("workers send", "send"), ("seeds", "seeds"), ("reached", "reached"),
+    ("time to target (s)", "ttt"), ("env steps to target", "steps"),
+    ("final return", "final"), ("AoM mean (ms)", "aom_mean"), ("AoM p99 (ms)", "aom_p99"),
+    ("AoM per-worker spread (ms)", "aom_spread"), ("bytes from workers", "worker_bytes"),
+    ("skipped share", "skipped"), ("bytes to PS", "bytes"), ("mean agg_count", "agg"),
+)
+
+
 def compare_table(rows: Sequence[dict[str, Any]]) -> Table:
     """One row per mode: means (± std) over seeds."""
     table = Table(title="olaf compare")
-    for name in ("mode", "seeds", "reached", "time to target (s)", "final return",
-                 "AoM mean (ms)", "AoM p99 (ms)", "bytes to PS", "mean agg_count"):
+    for name, _ in COMPARE_COLUMNS:
         table.add_column(name, justify="right")
     for row in rows:
-        table.add_row(*[str(row[k]) for k in ("mode", "seeds", "reached", "ttt", "final",
-                                              "aom_mean", "aom_p99", "bytes", "agg")])
+        table.add_row(*[str(row.get(k, "-")) for _, k in COMPARE_COLUMNS])
     return table

@@ -5,7 +5,10 @@ Files of one run:
 * ``summary.json``: ``RunResult.summary()`` plus the configuration, AoM summary, sender,
   receiver and switch counters;
 * ``timeline.csv``: one row per sample (elapsed, env steps, mean return, AoM, queue
-  occupancy, outcome counts, model version, threshold);
+  occupancy, outcome counts, model version, threshold, updates sent / skipped / probes
+  so far, mean P_s of the workers' draws since the previous sample);
+* ``workers.csv``: per worker, updates sent, skipped and probes, skipped share, mean P_s,
+  blocks sent, acknowledged and lost;
 * ``episodes.csv``: every finished episode (time, env steps, worker, return, length);
 * ``data.csv``: every DATA block the PS applied (time, block, agg_count, staleness, reward);
 * ``aom.csv``: the global AoM samples;
@@ -24,10 +27,10 @@ from typing import Any
 
 import numpy as np
 
-from olaf.drl.runner import RunResult, result_json, rolling_returns
+from olaf.drl.runner import RunResult, result_json, rolling_returns, worker_tx
 from worker_transport.protocol import Outcome
 
-MODE_COLORS = {"olaf": "tab:blue", "fifo": "tab:orange"}
+MODE_COLORS = {"olaf": "tab:blue", "fifo": "tab:orange", "olaf-always": "tab:green"}
 
 
 def _json_default(value: Any) -> Any:
@@ -66,17 +69,19 @@ def write_metrics(result: RunResult, out: Path) -> list[Path]:
     """Write the CSV and JSON files of one run into ``out``; returns their paths."""
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / n for n in ("summary.json", "timeline.csv", "episodes.csv", "data.csv",
-                               "aom.csv")]
+                               "aom.csv", "workers.csv")]
     write_json(paths[0], result_json(result))
     names = [o.name for o in Outcome]
     _write_csv(
         paths[1],
         ["elapsed_s", "env_steps", "episodes", "mean_return", "aom_ms", "occupied", "capacity",
          "model_version", "blocks_applied", "threshold", "updates_sent", "updates_skipped",
-         *[n.lower() for n in names]],
+         "updates_probes", "p_s_mean", *[n.lower() for n in names]],
         [[s.elapsed, s.env_steps, s.episodes, s.mean_return, s.aom_ms, s.occupied, s.capacity,
           s.model_version, s.blocks_applied, "" if s.threshold is None else s.threshold,
-          s.updates_sent, s.updates_skipped, *[s.outcomes.get(n, 0) for n in names]]
+          s.updates_sent, s.updates_skipped, s.updates_probes,
+          "" if not math.isfinite(s.p_s_mean) else s.p_s_mean,
+          *[s.outcomes.get(n, 0) for n in names]]
          for s in result.timeline],
     )
     _write_csv(paths[2], ["time_s", "env_steps", "worker", "return", "length"], result.episodes)
@@ -84,6 +89,12 @@ def write_metrics(result: RunResult, out: Path) -> list[Path]:
                result.data)
     _write_csv(paths[4], ["t_ms", "global_aom_ms"],
                zip(result.aom_t_ms.tolist(), result.aom_global_ms.tolist(), strict=True))
+    columns = ("worker_id", "sent", "skipped", "probes", "skipped_share", "p_s_mean",
+               "blocks_sent", "blocks_acked", "blocks_lost")
+    _write_csv(paths[5], columns,
+               [["" if w[c] is None else w[c] for c in columns]
+                for w in sorted((worker_tx(s) for s in result.senders),
+                                key=lambda w: w["worker_id"] if w["worker_id"] is not None else -1)])
     return paths
 
 
@@ -101,8 +112,8 @@ def write_plots(result: RunResult, out: Path) -> list[Path]:
     plt = _pyplot()
     out.mkdir(parents=True, exist_ok=True)
     cfg = result.config
-    color = MODE_COLORS.get(cfg.mode, "tab:green")
-    title = f"{cfg.env_id}, {cfg.workers} workers, {cfg.mode}, pull {cfg.pull_rate:g}/s"
+    color = MODE_COLORS.get(cfg.variant, "tab:green")
+    title = f"{cfg.env_id}, {cfg.workers} workers, {cfg.variant}, pull {cfg.pull_rate:g}/s"
     t, steps, mean = rolling_returns(result.episodes, result.config.target_window)
     raw_t = [e[0] for e in result.episodes]
     raw_steps = [e[1] for e in result.episodes]
@@ -173,8 +184,8 @@ def write_compare_plot(results: Sequence[RunResult], path: Path) -> Path:
     labelled: set[str] = set()
     for r in results:
         t, steps, mean = rolling_returns(r.episodes, r.config.target_window)
-        mode = r.config.mode
-        color = MODE_COLORS.get(mode, "tab:green")
+        mode = r.config.variant
+        color = MODE_COLORS.get(mode, "tab:gray")
         label = mode if mode not in labelled else None
         labelled.add(mode)
         axes[0].plot(t, mean, color=color, lw=1.2, alpha=0.8, label=label)
@@ -184,6 +195,8 @@ def write_compare_plot(results: Sequence[RunResult], path: Path) -> Path:
             axes[2].plot(v, np.arange(1, len(v) + 1) / len(v), color=color, lw=1, alpha=0.8,
                          label=label)
     cfg = results[0].config
+    variants = list(dict.fromkeys(r.config.variant for r in results))
+    seeds = len({r.config.seed for r in results})
     for ax in axes[:2]:
         if cfg.target_reward is not None:
             ax.axhline(cfg.target_reward, color="gray", ls="--", lw=1)
@@ -198,7 +211,7 @@ def write_compare_plot(results: Sequence[RunResult], path: Path) -> Path:
     axes[2].grid(alpha=0.3)
     axes[2].legend(loc="lower right")
     fig.suptitle(f"{cfg.env_id}, {cfg.workers} workers, pull {cfg.pull_rate:g} blocks/s, "
-                 f"capacity {cfg.capacity}: olaf vs fifo, {len(results) // 2} seed(s)")
+                 f"capacity {cfg.capacity}: {' vs '.join(variants)}, {seeds} seed(s)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

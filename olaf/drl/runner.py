@@ -66,6 +66,10 @@ class Snapshot:
     threshold: float | None
     updates_sent: int
     updates_skipped: int
+    updates_probes: int = 0
+    """Sent only because the worker's feedback had expired (DESIGN.md §4)."""
+    p_s_mean: float = math.nan
+    """Mean P_s of the workers' draws since the previous sample (NaN: no draw)."""
 
 
 @dataclass
@@ -113,11 +117,18 @@ class RunResult:
         data_blocks = int(self.receiver.get("data_blocks", 0))
         sent = sum(s.get("sent_updates", 0) for s in self.senders)
         skipped = sum(s.get("skipped_updates", 0) for s in self.senders)
+        per_worker = [worker_tx(s) for s in self.senders]
+        shares = [w["skipped_share"] for w in per_worker if w["skipped_share"] is not None]
+        p_sum = sum(s.get("p_s_sum", 0.0) for s in self.senders)
+        per_aom = self.aom.get("per_worker", {}).get("mean", [])
         agg = [d[2] for d in self.data]
         stale = [d[3] for d in self.data]
         return {
             "env": cfg.env_id,
             "mode": cfg.mode,
+            "variant": cfg.variant,
+            "workers_send": "P_s" if cfg.workers_use_p_s else "always",
+            "feedback_ttl_ms": cfg.feedback_ttl_ms,
             "workers": cfg.workers,
             "worker_processes": cfg.worker_processes,
             "pull_rate": cfg.pull_rate,
@@ -136,6 +147,8 @@ class RunResult:
             "best_return": float(rolling.max()) if len(rolling) else math.nan,
             "aom_mean_ms": self.aom.get("mean", math.nan),
             "aom_p99_ms": self.aom.get("p99", math.nan),
+            "aom_fairness_gap_ms": self.aom.get("fairness_gap_ms", math.nan),
+            "aom_worker_spread_ms": (float(max(per_aom) - min(per_aom)) if per_aom else math.nan),
             "update_age_mean_ms": self.aom.get("update_age", {}).get("mean", math.nan),
             "update_age_p99_ms": self.aom.get("update_age", {}).get("p99", math.nan),
             "data_blocks": data_blocks,
@@ -145,6 +158,14 @@ class RunResult:
             "mean_staleness_versions": float(np.mean(stale)) if stale else math.nan,
             "updates_sent": sent,
             "updates_skipped": skipped,
+            "updates_probes": sum(s.get("probe_updates", 0) for s in self.senders),
+            "skipped_share": skipped / (sent + skipped) if sent + skipped else math.nan,
+            "skipped_share_min": min(shares) if shares else math.nan,
+            "skipped_share_max": max(shares) if shares else math.nan,
+            "p_s_mean": p_sum / (sent + skipped) if sent + skipped else math.nan,
+            "worker_blocks_sent": sum(s.get("sent_blocks", 0) for s in self.senders),
+            "worker_bytes": sum(s.get("sent_blocks", 0) for s in self.senders) * block_bytes,
+            "per_worker": per_worker,
             "model_version": self.model_version,
             "blocks_applied": self.blocks_applied,
             "num_parameters": self.num_parameters,
@@ -152,6 +173,31 @@ class RunResult:
             "outcomes": self.switch.get("outcomes", {}),
             **self.policies,
         }
+
+
+def worker_tx(stats: dict[str, Any]) -> dict[str, Any]:
+    """One worker's sending figures from its ``Sender.stats()``."""
+    sent, skipped = stats.get("sent_updates", 0), stats.get("skipped_updates", 0)
+    draws = sent + skipped
+    return {
+        "worker_id": stats.get("worker_id"),
+        "sent": sent,
+        "skipped": skipped,
+        "probes": stats.get("probe_updates", 0),
+        "skipped_share": skipped / draws if draws else None,
+        "p_s_mean": stats.get("p_s_sum", 0.0) / draws if draws else None,
+        "blocks_sent": stats.get("sent_blocks", 0),
+        "blocks_acked": stats.get("acked_blocks", 0),
+        "blocks_lost": stats.get("lost_blocks", 0),
+    }
+
+
+def _tx_totals(stats: list[dict[str, Any]]) -> dict[str, float]:
+    """What a worker process reports of its senders: sums of updates, probes and P_s."""
+    return {"sent": sum(st["sent_updates"] for st in stats),
+            "skipped": sum(st["skipped_updates"] for st in stats),
+            "probes": sum(st["probe_updates"] for st in stats),
+            "p_s_sum": sum(st["p_s_sum"] for st in stats)}
 
 
 def rolling_returns(
@@ -194,7 +240,8 @@ def _worker_main(
     ``("curvature", pid, lambda_max, lambda_min, wall s, CPU s)``.
 
     Reports ``("ready", pid)`` once its workers are built, waits for ``go``, then sends
-    ``("progress", pid, steps, episodes, sent, skipped)`` every ``PROGRESS_PERIOD`` and
+    ``("progress", pid, steps, episodes, totals)`` every ``PROGRESS_PERIOD`` (totals:
+    ``_tx_totals`` of its senders) and
     ``("final", pid, sender stats)`` after ``stop``.
     """
     import torch
@@ -263,15 +310,12 @@ def _worker_main(
                 stop.wait(0.01)
             if time.monotonic() - last_report >= PROGRESS_PERIOD:
                 stats = [s.stats() for _, s in pool]
-                sent = sum(st["sent_updates"] for st in stats)
-                skipped = sum(st["skipped_updates"] for st in stats)
-                events.put(("progress", pid, steps, episodes, sent, skipped))
+                events.put(("progress", pid, steps, episodes, _tx_totals(stats)))
                 episodes, steps, last_report = [], 0, time.monotonic()
         for _, sender in pool:
             sender.poll(0.05)
         stats = [s.stats() for _, s in pool]
-        events.put(("progress", pid, steps, episodes, sum(st["sent_updates"] for st in stats),
-                    sum(st["skipped_updates"] for st in stats)))
+        events.put(("progress", pid, steps, episodes, _tx_totals(stats)))
         events.put(("final", pid, stats))
     finally:
         for worker, sender in pool:
@@ -423,7 +467,8 @@ def _main_loop(
     policies: Any,
 ) -> None:
     recent: deque[float] = deque(maxlen=cfg.target_window)
-    counters = {"steps": 0, "sent": {}, "skipped": {}, "policies": policies}
+    counters = {"steps": 0, "tx": {}, "policies": policies}
+    last_draws, last_p_sum = 0.0, 0.0
     next_publish = next_control = next_sample = time.time()
     while True:
         now = time.time()
@@ -450,6 +495,12 @@ def _main_loop(
         if now >= next_sample or elapsed >= cfg.duration:
             receiver.aom.advance()
             series_tail = receiver.aom.series.global_ms
+            tx = {k: sum(t[k] for t in counters["tx"].values())
+                  for k in ("sent", "skipped", "probes", "p_s_sum")}
+            draws = tx["sent"] + tx["skipped"]
+            p_s_mean = ((tx["p_s_sum"] - last_p_sum) / (draws - last_draws)
+                        if draws > last_draws else math.nan)
+            last_draws, last_p_sum = draws, tx["p_s_sum"]
             snap = Snapshot(
                 elapsed=elapsed,
                 env_steps=counters["steps"],
@@ -462,8 +513,10 @@ def _main_loop(
                 model_version=ps.model_version,
                 blocks_applied=ps.blocks_applied,
                 threshold=controller.history[-1].threshold if controller.history else None,
-                updates_sent=sum(counters["sent"].values()),
-                updates_skipped=sum(counters["skipped"].values()),
+                updates_sent=int(tx["sent"]),
+                updates_skipped=int(tx["skipped"]),
+                updates_probes=int(tx["probes"]),
+                p_s_mean=p_s_mean,
             )
             result.timeline.append(snap)
             if progress is not None:
@@ -487,13 +540,13 @@ def _handle_event(
 ) -> list[dict[str, Any]] | None:
     kind = event[0]
     if kind == "progress":
-        _, pid, steps, episodes, sent, skipped = event
+        _, pid, steps, episodes, tx = event
         counters["steps"] += steps
         result.env_steps = counters["steps"]
         for t, worker, ret, length in episodes:
             result.episodes.append((t - t0, counters["steps"], worker, ret, length))
             recent.append(ret)
-        counters["sent"][pid], counters["skipped"][pid] = sent, skipped
+        counters["tx"][pid] = tx
         return None
     if kind == "final":
         return event[2]
@@ -515,7 +568,7 @@ def _drain_until_exit(
     """
     finals: list[dict[str, Any]] = []
     recent: deque[float] = deque(maxlen=1)
-    counters = {"steps": result.env_steps, "sent": {}, "skipped": {}}
+    counters = {"steps": result.env_steps, "tx": {}}
     deadline = time.monotonic() + JOIN_TIMEOUT
     while time.monotonic() < deadline:
         try:
