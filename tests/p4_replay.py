@@ -23,9 +23,10 @@ import signal
 import struct
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from worker_transport.protocol import HEADER_LEN, OLAF_PORT, VERSION, Mode, MsgType
 
@@ -247,6 +248,10 @@ def cli_env() -> dict[str, str]:
     return env
 
 
+class SwitchNotUp(RuntimeError):
+    """simple_switch_CLI could not reach the switch's Thrift server (yet)."""
+
+
 def run_cli(thrift_port: int, commands: list[str], timeout: float = 60.0) -> list[str]:
     """Run simple_switch_CLI commands against a running switch; one answer line per command.
 
@@ -261,6 +266,8 @@ def run_cli(thrift_port: int, commands: list[str], timeout: float = 60.0) -> lis
         timeout=timeout,
         check=False,
     )
+    if "Could not connect" in result.stdout + result.stderr:
+        raise SwitchNotUp(f"no Thrift server on port {thrift_port}")
     answers = [
         line.removeprefix("RuntimeCmd: ")
         for line in result.stdout.splitlines()
@@ -310,9 +317,17 @@ def read_state(thrift_port: int, program_json: Path) -> SwitchState:
 class Bmv2Run:
     """What simple_switch did with one replay."""
 
-    port0: list[bytes]
-    port1: list[bytes]
+    outputs: list[list[bytes]]
+    """Frames out of each port, by port number."""
     state: SwitchState | None
+
+    @property
+    def port0(self) -> list[bytes]:
+        return self.outputs[0]
+
+    @property
+    def port1(self) -> list[bytes]:
+        return self.outputs[1]
 
 
 def run_simple_switch(
@@ -322,49 +337,57 @@ def run_simple_switch(
     expect: int,
     timeout: float = 120.0,
     read_back: bool = False,
+    ports: int = 2,
+    expect_other: dict[int, int] | None = None,
+    commands: list[str] | None = None,
+    start_delay: int = 3,
 ) -> Bmv2Run:
-    """Replay frames into port 0 of simple_switch in pcap-file mode.
+    """Replay frames into port 0 of simple_switch in pcap-file mode (ports 0..ports-1).
 
-    Waits until ``expect`` frames have come out of port 0 (or ``timeout``), then, with
-    ``read_back``, reads every register and counter over Thrift while the switch still
-    runs. The switch gets its own free Thrift port, so replays can run side by side,
-    and is stopped by its own PID. Callers that need the state to be final make the
-    last expected frame the answer to the last input (see ``replay_on_bmv2``).
+    Waits until ``expect`` frames have come out of port 0 and ``expect_other[p]`` out of
+    each other port p (or ``timeout``), then, with ``read_back``, reads every register and
+    counter over Thrift while the switch still runs. The switch gets its own free Thrift
+    port, so replays can run side by side, and is stopped by its own PID. Callers that
+    need the state to be final make the last expected frame the answer to the last input
+    (see ``replay_on_bmv2``).
+
+    ``commands`` (simple_switch_CLI lines, e.g. table entries) are run before any packet
+    is read: the switch is told to wait ``start_delay`` s before reading its files, and a
+    replay whose commands took longer than that raises rather than run half-configured.
     """
     work_dir.mkdir(parents=True, exist_ok=True)
     write_pcap(work_dir / "port0_in.pcap", port0_in)
-    write_pcap(work_dir / "port1_in.pcap", [])
+    for port in range(1, ports):
+        write_pcap(work_dir / f"port{port}_in.pcap", [])
     thrift_port = _free_port()
+    interfaces = [arg for port in range(ports) for arg in ("-i", f"{port}@port{port}")]
+    delay = start_delay if commands else 0
     log = (work_dir / "simple_switch.log").open("w")
+    started = time.monotonic()
     proc = subprocess.Popen(
-        [
-            "simple_switch",
-            "--use-files",
-            "0",
-            "--thrift-port",
-            str(thrift_port),
-            "-i",
-            "0@port0",
-            "-i",
-            "1@port1",
-            str(program_json),
-        ],
+        ["simple_switch", "--use-files", str(delay), "--thrift-port", str(thrift_port), *interfaces,
+         str(program_json)],
         cwd=work_dir,
         stdout=log,
         stderr=subprocess.STDOUT,
     )
     state = None
+    wanted = {0: expect, **(expect_other or {})}
     try:
-        deadline = time.monotonic() + timeout
+        deadline = started + timeout
+        if commands:
+            _when_up(lambda: run_cli(thrift_port, commands), deadline)
+            if time.monotonic() - started >= delay:
+                raise RuntimeError(f"the CLI commands took over {delay} s: rerun with a larger start_delay")
         while time.monotonic() < deadline and proc.poll() is None:
-            if len(read_pcap(work_dir / "port0_out.pcap")) >= expect:
+            if all(len(read_pcap(work_dir / f"port{p}_out.pcap")) >= n for p, n in wanted.items()):
                 break
             time.sleep(0.05)
         if proc.poll() is not None:
             log_path = work_dir / "simple_switch.log"
             raise RuntimeError(f"simple_switch exited with {proc.returncode}: see {log_path}")
         if read_back:
-            state = _read_state_when_up(thrift_port, program_json, deadline)
+            state = _when_up(lambda: read_state(thrift_port, program_json), deadline)
     finally:
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGTERM)
@@ -374,15 +397,18 @@ def run_simple_switch(
                 os.kill(proc.pid, signal.SIGKILL)
                 proc.wait()
         log.close()
-    return Bmv2Run(read_pcap(work_dir / "port0_out.pcap"), read_pcap(work_dir / "port1_out.pcap"), state)
+    return Bmv2Run([read_pcap(work_dir / f"port{p}_out.pcap") for p in range(ports)], state)
 
 
-def _read_state_when_up(thrift_port: int, program_json: Path, deadline: float) -> SwitchState:
-    """read_state, retried while the Thrift server is still starting."""
+T = TypeVar("T")
+
+
+def _when_up(call: Callable[[], T], deadline: float) -> T:
+    """``call()``, retried while the switch's Thrift server is still starting."""
     while True:
         try:
-            return read_state(thrift_port, program_json)
-        except RuntimeError:
+            return call()
+        except SwitchNotUp:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.2)
@@ -446,6 +472,12 @@ def configured_program(program_json: Path, config: dict, out: Path) -> Path:
     return out
 
 
+def compiled_program(build_dir: Path, main: Path = P4_MAIN) -> Path:
+    """``main`` compiled with its default config into ``build_dir`` (once)."""
+    compiled = build_dir / "compiled" / "olaf.json"
+    return compiled if compiled.exists() else compile_p4(compiled.parent, main=main)
+
+
 def replay_on_bmv2(vector: Vector, build_dir: Path, main: Path = P4_MAIN) -> Replay:
     """Compile ``main`` (once per ``build_dir``), give it the vector's config, replay the
     vector's inputs and the end marker, and read the final registers and counters.
@@ -455,9 +487,7 @@ def replay_on_bmv2(vector: Vector, build_dir: Path, main: Path = P4_MAIN) -> Rep
     """
     from worker_transport.codec import decode, encode
 
-    compiled = build_dir / "compiled" / "olaf.json"
-    if not compiled.exists():
-        compile_p4(compiled.parent, main=main)
+    compiled = compiled_program(build_dir, main)
     program = configured_program(compiled, vector.config, build_dir / f"run_{vector.name}" / "olaf.json")
     marker = end_marker(vector)
     payloads = [payload for payload, _ in vector.steps] + [marker]

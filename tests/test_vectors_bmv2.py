@@ -351,6 +351,50 @@ def test_configured_program_equals_compiling_the_config(build_dir: Path, tmp_pat
     assert json.loads(configured.read_text()) != json.loads(compiled.read_text())
 
 
+@pytest.mark.skipif(MISSING is not None, reason=f"bmv2 replay skipped: {MISSING}")
+def test_forwarding_and_loss_on_simple_switch(build_dir: Path, tmp_path: Path) -> None:
+    """With routes and drop_sim entries written through simple_switch_CLI: MODEL and other
+    IPv4 traffic follow ipv4_lpm (TTL - 1, MAC rewrite, IPv4 checksum), non-IPv4 is
+    dropped, drop_sim drops by its per-port probability; only the MODEL is counted."""
+    hop1, hop2 = bytes.fromhex("00000a000101"), bytes.fromhex("00000a000102")
+    me, host = {"eth_src": p4_replay.SWITCH_MAC}, {"eth_src": p4_replay.HOST_MAC}
+    commands = [
+        "table_add OlafIngress.ipv4_lpm OlafIngress.ipv4_forward 10.0.0.0/8 => 00:00:0a:00:01:01 1",
+        "table_add OlafIngress.ipv4_lpm OlafIngress.ipv4_forward 10.1.0.0/16 => 00:00:0a:00:01:02 2",
+        "table_add OlafEgress.drop_sim OlafEgress.set_drop_prob 1 => 0",
+        "table_add OlafEgress.drop_sim OlafEgress.set_drop_prob 2 => 32768",
+    ]
+    model = p4_replay.olaf_message(64, msg_type=6, seq=9, data=list(range(64)))
+
+    def plain(ident: int, dst: bytes = p4_replay.PS_IP, ether_type: bytes = b"\x08\x00") -> bytes:
+        f = p4_replay.frame(b"hello", **host, eth_dst=p4_replay.SWITCH_MAC, ip_src=p4_replay.HOST_IP,
+                            ip_dst=dst, sport=p4_replay.HOST_PORT, dport=53, ident=ident)
+        return f[:12] + ether_type + f[14:]
+
+    def routed(payload: bytes, ident: int, dport: int, hop: bytes, dst: bytes = p4_replay.PS_IP) -> bytes:
+        return p4_replay.frame(payload, **me, eth_dst=hop, ip_src=p4_replay.HOST_IP, ip_dst=dst,
+                               sport=p4_replay.HOST_PORT, dport=dport, ident=ident, ttl=p4_replay.TTL - 1)
+
+    lossy_dst = bytes([10, 1, 0, 5])
+    marker = p4_replay.olaf_message(64, msg_type=1, frac_bits=17)  # answered, state untouched
+    inputs = [p4_replay.request_frame(model, 1), plain(2), plain(3, ether_type=b"\x86\xdd")]
+    inputs = [plain(100 + i, lossy_dst) for i in range(40)] + inputs + [plain(40 + i) for i in range(10)]
+    inputs.append(p4_replay.request_frame(marker, 99))
+    lossless = [routed(model, 1, p4_replay.OLAF_PORT, hop1), routed(b"hello", 2, 53, hop1)]
+    lossless += [routed(b"hello", 40 + i, 53, hop1) for i in range(10)]
+    program = p4_replay.compiled_program(build_dir)
+    run = p4_replay.run_simple_switch(program, tmp_path, inputs, 1, read_back=True, ports=3,
+                                      expect_other={1: len(lossless)}, commands=commands)
+    assert run.port1 == lossless
+    # Port 2 drops each frame with probability 1/2: 5..35 of 40 pass (all but ~1e-7 of runs).
+    lossy = [routed(b"hello", 100 + i, 53, hop2, lossy_dst) for i in range(40)]
+    assert 5 <= len(run.outputs[2]) <= 35 and set(run.outputs[2]) <= set(lossy)
+    assert [p4_replay.udp_payload(f)[:1] for f in run.port0] == [bytes([0x12])]  # the marker's ACK
+    assert run.state is not None
+    assert run.state.counters["OlafIngress.msg_type_counter"] == [0, 1, 0, 0, 0, 0, 1, 0]
+    assert run.state.counters["OlafIngress.outcome_counter"] == [0, 0, 0, 0, 0, 1, 0, 0]
+
+
 def _old_signed_value_register(root: Path) -> None:
     """reg_values as it was before it became bit<32>: register<int<32>>, written and added
     to without casts. On bmv2 a read hands over the cell's unsigned number (-1 arrives as
