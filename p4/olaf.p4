@@ -2,7 +2,7 @@
  *
  * The OlafQueue of DESIGN.md sections 2-3 in registers: UPDATE becomes an ACK to its
  * sender, PULL becomes DATA or EMPTY, everything else is forwarded by IPv4 LPM.
- * Compile: p4c --target bmv2 --arch v1model --p4runtime-files olaf.p4info.txtpb -o build olaf.p4
+ * Compile: p4c-bm2-ss --arch v1model --Werror --p4runtime-files olaf.p4info.txtpb -o olaf.json olaf.p4
  * (see p4/README.md). */
 #include <core.p4>
 #include <v1model.p4>
