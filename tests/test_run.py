@@ -142,3 +142,23 @@ def test_compare_runs_the_olaf_queue_with_workers_always_sending_as_its_own_row(
         timeline = list(csv.DictReader(f))
     assert any(row["p_s_mean"] not in ("", "nan") for row in timeline)
     assert "olaf-always" in result.stdout and "skipped share" in result.stdout
+
+
+def test_ablation_variants_set_the_queue_and_the_workers_policy_apart() -> None:
+    import argparse
+
+    from olaf.commands import ablation
+
+    parser = argparse.ArgumentParser()
+    ablation.add_arguments(parser)
+    args = parser.parse_args(["--feedback-ttl-ms", "40"])
+    assert list(ablation.VARIANTS)[:3] == ["fifo", "olaf-always", "olaf"]
+    seen = {}
+    for variant in ablation.VARIANTS:
+        cfg = ablation.variant_config(args, variant, seed=0, target=None)
+        seen[variant] = (cfg.mode, cfg.workers_use_p_s, cfg.variant)
+        assert cfg.feedback_ttl_ms == 40
+    assert seen["fifo"] == ("fifo", False, "fifo")
+    assert seen["olaf-always"] == ("olaf", False, "olaf-always")
+    for variant in ("olaf", "olaf+sa", "olaf+boost", "olaf+sa+boost"):
+        assert seen[variant] == ("olaf", True, "olaf"), variant

@@ -166,13 +166,24 @@ def write_plot(results: dict[str, list[Any]], path: Path, target: float | None) 
     return path
 
 
-def run(args: argparse.Namespace) -> int:
+def variant_config(args: argparse.Namespace, variant: str, *, seed: int,
+                   target: float | None) -> Any:
+    """The RunConfig of one variant (the flags, with the variant's mode and policies)."""
     from dataclasses import replace
 
+    from olaf.drl.cli_args import config_from_args
+
+    mode, aggregation, scaling, always_send = VARIANTS[variant]
+    base = config_from_args(args, mode=mode, seed=seed, target=target, stop_at_target=False,
+                            always_send=always_send and mode == "olaf")
+    return replace(base, aggregation=aggregation, scaling=scaling)
+
+
+def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from olaf.drl.cli_args import DEFAULT_TARGETS, check_env, config_from_args
+    from olaf.drl.cli_args import DEFAULT_TARGETS, check_env
     from olaf.drl.display import Progress
     from olaf.drl.report import write_json, write_metrics
     from olaf.drl.runner import run_experiment
@@ -190,11 +201,7 @@ def run(args: argparse.Namespace) -> int:
     summaries: dict[str, list[dict[str, Any]]] = {v: [] for v in variants}
     for seed in range(args.first_seed, args.first_seed + args.seeds):
         for variant in variants:
-            mode, aggregation, scaling, always_send = VARIANTS[variant]
-            base = config_from_args(args, mode=mode, seed=seed, target=target,
-                                    stop_at_target=False,
-                                    always_send=always_send and mode == "olaf")
-            cfg = check_env(replace(base, aggregation=aggregation, scaling=scaling))
+            cfg = check_env(variant_config(args, variant, seed=seed, target=target))
             title = f"olaf ablation: {cfg.env_id}, {cfg.workers} workers, {variant}, seed {seed}"
             cpu_before = _children_cpu_s()
             with Progress(title, cfg.duration, console) as progress:
