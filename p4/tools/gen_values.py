@@ -41,7 +41,9 @@ FRAGMENTS: dict[str, tuple[str, str]] = {
     ),
     "values_load.p4": (
         "load: the DATA answer carries the head slot's values.",
-        "hdr.values[{i}].setValid();\nreg_values.read(cell, base + {i});\nhdr.values[{i}].value = (int<32>)cell;",
+        "hdr.values[{i}].setValid();\n"
+        "reg_values.read(cell, base + {i});\n"
+        "hdr.values[{i}].value = (int<32>)cell;",
     ),
     "values_strip.p4": (
         "strip: the ACK answer carries no values.",
@@ -77,7 +79,12 @@ def render(values: int) -> dict[str, str]:
 def stale(include: Path = INCLUDE, values: int | None = None) -> list[str]:
     """Names of the generated files that are missing or differ from what would be written."""
     wanted = render(values_per_block() if values is None else values)
-    return [n for n, text in wanted.items() if not (include / n).exists() or (include / n).read_text() != text]
+    missing_or_changed = []
+    for name, text in wanted.items():
+        path = include / name
+        if not path.is_file() or path.read_text() != text:
+            missing_or_changed.append(name)
+    return missing_or_changed
 
 
 def main(argv: list[str] | None = None) -> int:
