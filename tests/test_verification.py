@@ -26,8 +26,8 @@ FAIR = Deployment(workers=4, clusters=2, horizon=10, warmup=3, sender="always")
 and responsive (segment encoding)."""
 FIFO_BROKEN = Deployment(workers=6, clusters=2, capacity=4, mode="fifo", horizon=8, warmup=3)
 """FIFO drop-tail, capacity below the worker count, 6 UPDATEs per PULL."""
-OLAF_TIGHT = Deployment(workers=6, clusters=2, horizon=8, warmup=3,
-                        fairness_threshold=Fraction(6, 5))
+OLAF_TIGHT = Deployment(workers=6, clusters=2, horizon=8, warmup=3, sender="always",
+                        fairness_threshold=Fraction(6, 5), aom_bound=2)
 """OLAF, fair within 1.5 slots but not within 1.2: merges credit a cluster at once."""
 SMALL_RING = Deployment(workers=4, clusters=4, capacity=2, horizon=7, warmup=2,
                         fairness_threshold=Fraction(1), aom_bound=2)
@@ -130,13 +130,22 @@ def test_replay_catches_a_drifted_trace() -> None:
         assert not replay(FIFO_BROKEN, bad).ok, edit
 
 
-@pytest.mark.parametrize("dep", [FAIR, OLAF_TIGHT, SMALL_RING, HALF_RATE],
-                         ids=["fair", "tight", "ring", "half-rate"])
+THROTTLED = Deployment(workers=3, clusters=2, horizon=7, warmup=3, aom_bound=3,
+                      fairness_threshold=Fraction(2))
+"""The revised §4 rule with the default capacity: P_s < 1 after every ACK (N = 2 active
+clusters), so workers may skip; the segment encoding tracks each sender's feedback."""
+
+
+@pytest.mark.parametrize("dep", [FAIR, OLAF_TIGHT, SMALL_RING, HALF_RATE, THROTTLED],
+                         ids=["fair", "tight", "ring", "half-rate", "throttled"])
 def test_encodings_agree(dep: Deployment) -> None:
     """counting, segments and explicit encode the same behaviours: same verdicts."""
     engines = ["explicit"]
-    if build_model(dep, "fairness").ENGINE == "segments":
-        engines += ["segments", "counting"]
+    model = build_model(dep, "fairness")
+    if model.ENGINE == "segments":
+        engines.append("segments")
+        if model.always_forced:
+            engines.append("counting")
     for prop in ("fairness", "responsiveness"):
         verdicts = {e: check(dep, prop, e).status for e in engines}
         assert len(set(verdicts.values())) == 1, (prop, verdicts)

@@ -21,19 +21,16 @@ from verification.model import (
     CheckResult,
     DeadlineExceeded,
     Options,
-    reachable_feedback,
 )
 from verification.replay import realize_rewards
 from verification.segments import SegmentModel
-from verification.sending import forced_window, probe_gap
+from verification.sending import probe_gap
 
 
 def segments_apply(dep: Deployment) -> bool:
-    """True when the segment encoding is exact for ``dep``: OLAF mode, no reward
-    threshold, and P_s = 1 after every ACK the queue can produce."""
-    if dep.mode != "olaf" or dep.rewards != "merge":
-        return False
-    return all(forced_window(dep, *fb) >= dep.horizon for fb in reachable_feedback(dep))
+    """True when the segment encoding is exact for ``dep``: OLAF mode without a reward
+    threshold (every UPDATE that meets its cluster's slot merges or replaces)."""
+    return dep.mode == "olaf" and dep.rewards == "merge"
 
 
 def build_model(dep: Deployment, prop: str, options: Options | None = None,

@@ -8,8 +8,9 @@ fresh update per slot) and the parameter server sends ``pull_rate`` PULLs per sl
 The default deployment (``Deployment()``) is the one ``verify-aom`` with no flags
 proves: the switch defaults (capacity 64, OLAF mode, no reward threshold set yet,
 ``alpha = 0.2``, ``beta = 0.05``) with 8 workers in 2 clusters, one PULL per slot,
-a horizon of 24 slots after a warm-up of 4, fairness within 1.5 slots of the mean
-and every worker's AoM at most 2 slots.
+a horizon of 24 slots after a warm-up of 4, fairness within 3.25 slots of the mean
+and every worker's AoM at most 4 slots (both tight under the revised §4 send rule with
+skip runs of at most 2 slots), and no worker silent for more than 10 slots.
 """
 
 from __future__ import annotations
@@ -55,9 +56,9 @@ class Deployment:
     """T, slots checked (0 .. T-1)."""
     warmup: int = 4
     """Slots at the start where the properties are not required (queues filling)."""
-    fairness_threshold: Fraction = Fraction(3, 2)
+    fairness_threshold: Fraction = Fraction(13, 4)
     """Slots: ``max_u |AoM_u(t) - mean AoM(t)|`` may not exceed this."""
-    aom_bound: int = 2
+    aom_bound: int = 4
     """Slots: ``AoM_u(t)`` of a worker that keeps sending may not exceed this."""
     alpha: float = DEFAULT_ALPHA
     beta: float = DEFAULT_BETA

@@ -46,8 +46,9 @@ class SegmentModel(AomModel):
         if dep.mode != "olaf" or dep.rewards != "merge":
             raise ValueError("the segment encoding covers OLAF mode with rewards=merge only")
         super().__init__(dep, prop, options, aom_cap)
-        if not self.always_forced:
-            raise ValueError("the segment encoding needs P_s = 1 for every reachable ACK")
+        self.track = not self.always_forced
+        """Some ACK leaves P_s < 1: workers may skip, and each sender's feedback (the
+        occupancy right after its UPDATE) is tracked for its forced-send window."""
         self.wP = self.wO
         self.where = [self._const(0, self.wP) for _ in range(dep.clusters)]
         """Per cluster: index of its queued slot counted from the head of the ring."""
@@ -67,15 +68,40 @@ class SegmentModel(AomModel):
                 s.add(z3.ULE(x, pulls))
         else:
             seg = [self._const(0, 1) for _ in range(n)]
+        if self.track and t > 0:
+            skip = [self._bool(f"skip_{t}_{u}") for u in range(n)]
+        else:
+            skip = [z3.BoolVal(False)] * n
+        sends_any = [z3.Not(x) for x in skip]
+        self._transmission(t, sends_any)
         if self.sym:
-            self._lex_leader(t, seg)
+            wc = bits(pulls + 1)
+            key = [z3.If(skip[u], self._const(pulls + 1, wc),
+                         z3.ZeroExt(wc - seg[u].size(), seg[u])) for u in range(n)]
+            self._lex_leader(t, key)
+        self.level = [self._bv(f"level_{t}_{u}", self.wO) for u in range(n)] if self.track \
+            else None
+        """Per sender: admissions in its segment before its ACK (its feedback is the
+        occupancy at the segment's start plus this)."""
+        self.feedback_occ = [self._const(0, self.wO) for _ in range(n)]
         received: list[list[Any]] = [[] for _ in range(n)]
-        record: dict[str, Any] = {"seg": seg, "segments": []}
+        record: dict[str, Any] = {"seg": seg, "segments": [], "level": self.level}
         for i in range(pulls + 1):
-            sends = [x == i for x in seg] if pulls else [z3.BoolVal(True)] * n
+            on = [x == i for x in seg] if pulls else [z3.BoolVal(True)] * n
+            sends = [z3.And(a, b) for a, b in zip(sends_any, on, strict=True)] if self.track \
+                else on
             record["segments"].append(self._segment(t, i, sends, received, i < pulls))
         self.segs.append(record)
-        self.skipped.append([z3.BoolVal(False)] * n)
+        self.skipped.append(skip)
+        if self.track:
+            for u in range(n):
+                self.window[u] = self._fresh(
+                    f"window_{t}_{u}",
+                    z3.If(sends_any[u], self._window_of(self.feedback_occ[u], None),
+                          self.window[u]))
+                self.last_send[u] = self._fresh(
+                    f"last_{t}_{u}",
+                    z3.If(sends_any[u], self._const(t, self.wT), self.last_send[u]))
         self._end_slot(t, received)
 
     def _lex_leader(self, t: int, seg: list[Any]) -> None:
@@ -119,8 +145,10 @@ class SegmentModel(AomModel):
                     z3.Or(self.inb[u], z3.And(sends[u], z3.Or(self.queued[k], admitted[k]))),
                 )
             self.queued[k] = self._fresh(f"queued_{tag}_{k}", z3.Or(self.queued[k], admitted[k]))
-        added = z3.Sum([z3.If(a, self._const(1, self.wO), self._const(0, self.wO))
-                        for a in admitted])
+        added = self._fresh(f"added_{tag}", z3.Sum([
+            z3.If(a, self._const(1, self.wO), self._const(0, self.wO)) for a in admitted]))
+        if self.track:
+            self._feedback(tag, sends, before["queued"], admitted, rank, wr, added)
         self.occ = self._fresh(f"occ_{tag}", self.occ + added)
         out: dict[str, Any] = {"sends": sends, "before": before, "rank": rank,
                                "admitted": admitted, "occ": self.occ}
@@ -153,6 +181,25 @@ class SegmentModel(AomModel):
         out["occ_after_pull"] = self.occ
         return out
 
+    def _feedback(self, tag: str, sends: list[Any], queued: list[Any], admitted: list[Any],
+                  rank: list[Any], wr: int, added: Any) -> None:
+        """The occupancy each sender of the segment sees in its ACK: the segment's
+        starting occupancy plus the admissions before it, ``level``. A sender to a
+        cluster queued before may arrive anywhere (0..added); the first arrival of an
+        admitted cluster has ``level = rank + 1`` and its other senders come later; the
+        senders of a cluster refused (ring full) arrive after all admissions."""
+        s = self.solver
+        for k, mem in enumerate(self.members):
+            rk1 = (z3.ZeroExt(self.wO - wr, rank[k]) if self.wO >= wr
+                   else z3.Extract(self.wO - 1, 0, rank[k])) + 1
+            lo = z3.If(queued[k], self._const(0, self.wO), z3.If(admitted[k], rk1, added))
+            for u in mem:
+                lv = self.level[u]
+                s.add(z3.Implies(sends[u], z3.And(z3.UGE(lv, lo), z3.ULE(lv, added))))
+                self.feedback_occ[u] = z3.If(sends[u], self.occ + lv, self.feedback_occ[u])
+            s.add(z3.Implies(admitted[k],
+                             z3.Or([z3.And(sends[u], self.level[u] == rk1) for u in mem])))
+
     def _events(self, t: int, val: Any, true: Any) -> list[Event]:
         """The canonical arrival order of the module doc, with the outcome each UPDATE
         gets in that order (determined by the state at the start of its segment)."""
@@ -166,12 +213,21 @@ class SegmentModel(AomModel):
             occ = val(b["occ"])
             senders = [u for u in range(n) if true(seg["sends"][u])]
             admitted = [true(x) for x in seg["admitted"]]
+            lead = sorted({self.cluster[u] for u in senders if admitted[self.cluster[u]]},
+                          key=lambda k: val(seg["rank"][k]))
+            levels = self.segs[t]["level"]
+            # Without tracked feedback every non-first UPDATE goes after the admissions.
+            level = {u: val(levels[u]) if levels is not None else len(lead) for u in senders}
             firsts = {}
-            for u in senders:
-                firsts.setdefault(self.cluster[u], u)
-            lead = sorted((k for k in firsts if admitted[k]), key=lambda k: val(seg["rank"][k]))
-            order = [firsts[k] for k in lead] + [u for u in senders
-                                                   if u not in {firsts[k] for k in lead}]
+            for r, k in enumerate(lead):
+                firsts[k] = next(u for u in senders if self.cluster[u] == k
+                                 and (levels is None or level[u] == r + 1))
+            first_set = set(firsts.values())
+            order = [u for u in senders if u not in first_set and level[u] == 0]
+            for r, k in enumerate(lead):
+                order.append(firsts[k])
+                order += [u for u in senders if u not in first_set and level[u] == r + 1]
+            order += [u for u in senders if u not in order]
             seen: set[int] = set()
             for u in order:
                 k = self.cluster[u]
