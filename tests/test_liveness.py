@@ -115,9 +115,9 @@ def test_a_forged_full_ack_silences_a_sender_for_at_most_ttl_plus_one_interval()
             # Updates are >= INTERVAL_S apart, so those skipped fit in the TTL: at most
             # TTL / interval of them, plus the one that found the feedback just fresh.
             assert len(calls) - 1 <= TTL_MS / 1000 / INTERVAL_S + 1, calls
-            # The sender's own clock: it went out no later than TTL plus one interval
-            # after the forged ACK, plus what a loaded machine adds to one sleep.
-            assert first_sent_us - injected_us <= (TTL_MS / 1000 + INTERVAL_S + 0.5) * 1e6
+            # The sender's own clock: TTL plus one interval after the forged ACK, plus
+            # (generously) what a loaded machine adds to the sleeps in between.
+            assert first_sent_us - injected_us <= (TTL_MS / 1000 + INTERVAL_S + 2.0) * 1e6
             assert sender.wait_for_acks(10)
             after = sender.stats()
             assert after["acked_blocks"] > before["acked_blocks"]
