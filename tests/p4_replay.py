@@ -22,6 +22,7 @@ import shutil
 import signal
 import struct
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -357,8 +358,11 @@ def run_simple_switch(
     """
     work_dir.mkdir(parents=True, exist_ok=True)
     write_pcap(work_dir / "port0_in.pcap", port0_in)
-    for port in range(1, ports):
-        write_pcap(work_dir / f"port{port}_in.pcap", [])
+    for port in range(ports):
+        if port:
+            write_pcap(work_dir / f"port{port}_in.pcap", [])
+        # A previous run's output would be counted before the switch truncates it.
+        (work_dir / f"port{port}_out.pcap").unlink(missing_ok=True)
     thrift_port = _free_port()
     interfaces = [arg for port in range(ports) for arg in ("-i", f"{port}@port{port}")]
     delay = start_delay if commands else 0
@@ -478,9 +482,12 @@ def compiled_program(build_dir: Path, main: Path = P4_MAIN) -> Path:
     return compiled if compiled.exists() else compile_p4(compiled.parent, main=main)
 
 
-def replay_on_bmv2(vector: Vector, build_dir: Path, main: Path = P4_MAIN) -> Replay:
-    """Compile ``main`` (once per ``build_dir``), give it the vector's config, replay the
-    vector's inputs and the end marker, and read the final registers and counters.
+def replay_on_bmv2(
+    vector: Vector, build_dir: Path, main: Path = P4_MAIN, program_config: dict | None = None
+) -> Replay:
+    """Compile ``main`` (once per ``build_dir``), give it the vector's config (or
+    ``program_config``), replay the vector's inputs and the end marker, and read the
+    final registers and counters.
 
     ``expected`` is the vector's reply frames then the reference queue's answer to the
     marker; ``reference`` is the reference queue after the same inputs.
@@ -488,7 +495,9 @@ def replay_on_bmv2(vector: Vector, build_dir: Path, main: Path = P4_MAIN) -> Rep
     from worker_transport.codec import decode, encode
 
     compiled = compiled_program(build_dir, main)
-    program = configured_program(compiled, vector.config, build_dir / f"run_{vector.name}" / "olaf.json")
+    config = vector.config if program_config is None else program_config
+    run_dir = Path(tempfile.mkdtemp(prefix=f"run_{vector.name}_", dir=build_dir))
+    program = configured_program(compiled, config, run_dir / "olaf.json")
     marker = end_marker(vector)
     payloads = [payload for payload, _ in vector.steps] + [marker]
     queue = reference_queue_for(vector.config, int(vector.config["values"]))
@@ -499,7 +508,7 @@ def replay_on_bmv2(vector: Vector, build_dir: Path, main: Path = P4_MAIN) -> Rep
         raise AssertionError(f"{vector.name}: the reference queue no longer produces this file's answers")
     expected = [*expected_frames(vector), reply_frame(answers[-1], len(vector.steps))]
     inputs = [request_frame(payload, i) for i, payload in enumerate(payloads)]
-    run = run_simple_switch(program, program.parent, inputs, len(expected), read_back=True)
+    run = run_simple_switch(program, run_dir, inputs, len(expected), read_back=True)
     assert run.state is not None
     return Replay(run.port0, expected, run.port1, run.state, queue)
 

@@ -352,6 +352,23 @@ def test_configured_program_equals_compiling_the_config(build_dir: Path, tmp_pat
 
 
 @pytest.mark.skipif(MISSING is not None, reason=f"bmv2 replay skipped: {MISSING}")
+def test_unknown_mode_queues_as_fifo_on_simple_switch(build_dir: Path) -> None:
+    """olaf_config accepts any bit<8> mode; one that is neither OLAF nor FIFO behaves as
+    FIFO (the reference refuses such a mode, so there is no third behaviour to match)."""
+    path = p4_replay.VECTORS_DIR / "13_fifo_mode.json"
+    if not path.exists():
+        pytest.skip("13_fifo_mode.json not generated yet")
+    vector = p4_replay.load_vector(path)
+    assert vector.config["mode"] == "fifo"
+    replay = p4_replay.replay_on_bmv2(vector, build_dir, program_config={**vector.config, "mode": 7})
+    assert replay.got == replay.expected
+    assert p4_replay.state_differences(replay.state, replay.reference) == []
+    # The file tells the modes apart: run as OLAF, it fails.
+    olaf = p4_replay.replay_on_bmv2(vector, build_dir, program_config={**vector.config, "mode": "olaf"})
+    assert olaf.got != olaf.expected
+
+
+@pytest.mark.skipif(MISSING is not None, reason=f"bmv2 replay skipped: {MISSING}")
 def test_forwarding_and_loss_on_simple_switch(build_dir: Path, tmp_path: Path) -> None:
     """With routes and drop_sim entries written through simple_switch_CLI: MODEL and other
     IPv4 traffic follow ipv4_lpm (TTL - 1, MAC rewrite, IPv4 checksum), non-IPv4 is
