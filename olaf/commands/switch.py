@@ -4,15 +4,34 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from dataplane.impairment import Impairment
 
 HELP = "run the software OLAF switch (the reference OlafQueue) on UDP or on interfaces"
 
 
-def _host_port(text: str) -> tuple[str, int]:
+def _host_port(text: str, default_host: str = "0.0.0.0") -> tuple[str, int]:
     host, sep, port = text.rpartition(":")
     if not sep or not port.isdigit() or int(port) > 65535:
         raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
-    return host or "0.0.0.0", int(port)
+    return host or default_host, int(port)
+
+
+def _control_address(text: str) -> tuple[str, int]:
+    """``HOST:PORT``, ``:PORT`` or ``PORT``: the control plane listens on loopback unless told otherwise."""
+    return _host_port(text if ":" in text else f":{text}", default_host="127.0.0.1")
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number: {text!r}") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} is not a number of seconds >= 0")
+    return value
 
 
 def _port_iface(text: str) -> tuple[int, str]:
@@ -72,19 +91,94 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(repeatable; UDP mode has port 0)")
     o.add_argument("--delay-ms", action="append", default=[], metavar="[PORT:]MS",
                    help="delay responses leaving PORT by MS milliseconds (repeatable)")
-    o.add_argument("--seed", type=int, default=None, help="seed of the drop simulator")
+    o.add_argument("--seed", type=_ranged(0, 2**64 - 1), default=None, help="seed of the drop simulator")
     o.add_argument("--pcap", metavar="DIR", help="record every port's traffic as pcap files in DIR")
-    o.add_argument("--stats-interval", type=float, default=1.0, metavar="S",
+    o.add_argument("--stats-interval", type=_seconds, default=1.0, metavar="S",
                    help="seconds between one-line stats on stderr (0: off; default 1)")
     o.add_argument("--batch-size", type=_ranged(1, 65536), default=512,
                    help="most packets drained and processed as one batch (default 512)")
 
     c = p.add_argument_group("control plane")
-    c.add_argument("--p4runtime", type=_host_port, metavar="HOST:PORT",
-                   help="serve P4Runtime here (port 0 picks one, printed as 'p4runtime on HOST:PORT'); "
-                        "see control_plane/README.md")
+    c.add_argument("--p4runtime", type=_control_address, metavar="[HOST:]PORT",
+                   help="serve P4Runtime here; without HOST on loopback (127.0.0.1) only, 0.0.0.0 for "
+                        "every interface (port 0 picks one, printed as 'p4runtime on HOST:PORT'); "
+                        "see control_plane/README.md and docs/security.md")
+    c.add_argument("--tls-cert", metavar="PEM", help="P4Runtime over TLS: the server's certificate (chain)")
+    c.add_argument("--tls-key", metavar="PEM", help="P4Runtime over TLS: the server's private key")
+    c.add_argument("--tls-client-ca", metavar="PEM",
+                   help="mutual TLS: accept only clients with a certificate signed by this CA")
     c.add_argument("--device-id", type=_ranged(0, 2**63 - 1), default=1,
                    help="P4Runtime device id (default 1)")
+
+
+def _problem(args: argparse.Namespace) -> str | None:
+    """The first thing wrong with the arguments, checked before anything is opened; None when all is well."""
+    import socket
+
+    from worker_transport.protocol import INT32_MAX
+
+    if bool(args.listen) == bool(args.interfaces):
+        return "give either --listen HOST:PORT or one or more -i PORT@IFACE"
+    if args.listen and (args.forwarding or args.route):
+        return "--forwarding and --route are for interface mode (-i PORT@IFACE); UDP mode answers the sender"
+    seen_ports: set[int] = set()
+    seen_ifaces: set[str] = set()
+    for port, iface in args.interfaces:
+        if port in seen_ports or iface in seen_ifaces:
+            return f"-i {port}@{iface}: port {port} or interface {iface} is given twice"
+        seen_ports.add(port)
+        seen_ifaces.add(iface)
+        try:
+            socket.if_nametoindex(iface)
+        except OSError:
+            return f"-i {port}@{iface}: there is no network interface {iface!r} here"
+    if args.threshold is not None:
+        largest = INT32_MAX / (1 << args.frac_bits)
+        if not 0 <= args.threshold <= largest:
+            return (f"--threshold must be between 0 and {largest:.10g} (the largest reward representable "
+                    f"with --frac-bits {args.frac_bits}), not {args.threshold:g}")
+    tls = {"--tls-cert": args.tls_cert, "--tls-key": args.tls_key, "--tls-client-ca": args.tls_client_ca}
+    if any(tls.values()) and not args.p4runtime:
+        return f"{', '.join(k for k, v in tls.items() if v)}: TLS is for the P4Runtime server (--p4runtime)"
+    if bool(args.tls_cert) != bool(args.tls_key):
+        return "--tls-cert and --tls-key go together (the server's certificate and its key)"
+    if args.tls_client_ca and not args.tls_cert:
+        return "--tls-client-ca needs --tls-cert and --tls-key: the server must present a certificate too"
+    if args.p4runtime:
+        host, port = args.p4runtime
+        try:
+            family, kind, proto, _, where = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+            with socket.socket(family, kind, proto) as probe:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                probe.bind(where)
+        except OSError as e:
+            return f"--p4runtime {host}:{port}: cannot listen there: {e.strerror or e}"
+    return None
+
+
+def _check_ports(impairment: Impairment, ports: set[int], udp: bool) -> str | None:
+    """Drop and delay settings name ports the switch has (UDP mode has port 0 only)."""
+    for option, values in (("--drop-prob", impairment.drop_prob), ("--delay-ms", impairment.delay_ms)):
+        for port in values:
+            if port is not None and port not in ports:
+                have = "UDP mode has port 0 only" if udp else f"the switch's ports are {sorted(ports)}"
+                return f"{option} {port}:...: no port {port} ({have})"
+    return None
+
+
+def _make_pcap_dir(path: str) -> str | None:
+    from pathlib import Path
+
+    directory = Path(path)
+    if directory.exists() and not directory.is_dir():
+        return f"--pcap {path}: exists and is not a directory"
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / ".olaf-write-test").touch()
+        (directory / ".olaf-write-test").unlink()
+    except OSError as e:
+        return f"--pcap {path}: cannot write pcap files there: {e.strerror or e}"
+    return None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -102,10 +196,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"olaf switch: error: {message}", file=sys.stderr)
         return 2
 
-    if bool(args.listen) == bool(args.interfaces):
-        return fail("give either --listen HOST:PORT or one or more -i PORT@IFACE")
-    if args.threshold is not None and not args.threshold >= 0:
-        return fail("--threshold must be >= 0")
+    problem = _problem(args)
+    if problem is not None:
+        return fail(problem)
     try:
         impairment = Impairment(
             drop_prob=parse_port_values(args.drop_prob, "--drop-prob", 0.0, 1.0),
@@ -121,6 +214,20 @@ def run(args: argparse.Namespace) -> int:
         )
     except ValueError as e:
         return fail(str(e))
+    ports = {0} if args.listen else {p for p, _ in args.interfaces}
+    problem = _check_ports(impairment, ports, bool(args.listen))
+    credentials = None
+    if problem is None and args.tls_cert:
+        from control_plane.tls import TlsError, server_credentials
+
+        try:
+            credentials = server_credentials(args.tls_cert, args.tls_key, args.tls_client_ca)
+        except TlsError as e:
+            problem = str(e)
+    if problem is None and args.pcap:
+        problem = _make_pcap_dir(args.pcap)
+    if problem is not None:
+        return fail(problem)
 
     queue = OlafQueue(config)
     pcap = Path(args.pcap) if args.pcap else None
@@ -129,7 +236,9 @@ def run(args: argparse.Namespace) -> int:
             switch = UdpSwitch(queue, *args.listen, impairment=impairment, pcap_dir=pcap,
                                batch_size=args.batch_size)
         except OSError as e:
-            return fail(f"cannot listen on {args.listen[0]}:{args.listen[1]}: {e.strerror}")
+            if e.filename:  # a pcap file, not the socket
+                return fail(f"{e.filename}: {e.strerror}")
+            return fail(f"--listen {args.listen[0]}:{args.listen[1]}: cannot listen there: {e.strerror}")
         where = f"udp {switch.address[0]}:{switch.address[1]}"
     else:
         from dataplane.ethernet import EthernetSwitch
@@ -152,13 +261,17 @@ def run(args: argparse.Namespace) -> int:
 
         try:
             p4runtime = P4RuntimeServer(switch, f"{args.p4runtime[0]}:{args.p4runtime[1]}",
-                                        device_id=args.device_id).start()
+                                        device_id=args.device_id, credentials=credentials).start()
         except OSError as e:
             switch.close()
             return fail(str(e))
     print(f"listening on {where}", flush=True)
     if p4runtime is not None:
         print(f"p4runtime on {p4runtime.address}", flush=True)
+        if credentials is None and not _is_loopback(args.p4runtime[0]):
+            print(f"olaf switch: warning: P4Runtime on {p4runtime.address} is plaintext without client "
+                  "authentication: whoever reaches it controls the switch (see --tls-client-ca)",
+                  file=sys.stderr, flush=True)
     stats = StatsLine(switch.pipeline, args.stats_interval,
                       lambda line: print(line, file=sys.stderr, flush=True))
     try:
@@ -169,3 +282,12 @@ def run(args: argparse.Namespace) -> int:
         switch.close()
         print(switch.final_line(), flush=True)
     return 0
+
+
+def _is_loopback(host: str) -> bool:
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return host == "localhost"
