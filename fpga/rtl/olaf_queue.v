@@ -771,13 +771,14 @@ module olaf_queue #(
     assign dq_pop = a_go && a_last;
 
     // s1: segment read in flight (BRAM latch); s2: output register, then the write
-    // (STORE) or saturating read-modify-write (MERGE). A read misses the writes made
-    // at its own edge and the next one; those two are forwarded.
+    // (STORE) or saturating read-modify-write (MERGE). A read misses the write made at
+    // its own clock edge (by the read two cycles earlier); that write is forwarded.
+    // Reads one cycle apart never share an address: an UPDATE spans >= 2 beats.
     reg s1_valid, s1_merge, s2_valid, s2_merge, h_wvalid;
     reg [AW-1:0] s1_addr, s2_addr, h_waddr;
-    reg [W-1:0] s1_new, s2_new, seg_q_a, seg_rd_a, h_wdata, f1_data, f2_data;
-    reg f1, f2;
-    wire [W-1:0] s2_old = f1 ? f1_data : f2 ? f2_data : seg_rd_a;
+    reg [W-1:0] s1_new, s2_new, seg_q_a, seg_rd_a, h_wdata, fwd_data;
+    reg fwd;
+    wire [W-1:0] s2_old = fwd ? fwd_data : seg_rd_a;
     wire [W-1:0] s2_wdata = s2_merge ? sat_add_beat(s2_old, s2_new) : s2_new;
 
     always @(posedge clk) begin
@@ -800,10 +801,8 @@ module olaf_queue #(
         s2_new <= s1_new;
         h_waddr <= s2_addr;
         h_wdata <= s2_wdata;
-        f1 <= s2_valid && s2_addr == s1_addr;
-        f1_data <= s2_wdata;
-        f2 <= h_wvalid && h_waddr == s1_addr;
-        f2_data <= h_wdata;
+        fwd <= h_wvalid && h_waddr == s1_addr;
+        fwd_data <= h_wdata;
         seg_q_a <= seg_mem[a_addr];
         seg_rd_a <= seg_q_a;
         if (s2_valid) seg_mem[s2_addr] <= s2_wdata;

@@ -32,18 +32,18 @@ def yosys_script(sources: list[Path], params: dict[str, int], stat_file: Path, s
     chparam_cmd = f"chparam {chparam} {TOP}; " if chparam else ""
     return (
         f"{reads}; {chparam_cmd}hierarchy -top {TOP}; "
-        f"synth_xilinx -family xc7 -noiopad -top {TOP}; "
+        f"synth_xilinx -family xc7 -noiopad -flatten -top {TOP}; "
         f"tee -q -o {stat_file} stat; tee -q -o {sta_file} sta"
     )
 
 
 def parse_sta(text: str) -> tuple[float, list[str]]:
     """Worst arrival time in ns and the cell lines of the path that sets it."""
-    match = re.search(r"Latest arrival time in '.*?' is (\d+)", text)
-    if match is None:
-        raise RuntimeError("no 'Latest arrival time' in the sta output")
+    matches = re.findall(r"Latest arrival time in '(.*?)' is (\d+)", text)
+    if len(matches) != 1:
+        raise RuntimeError(f"expected one flattened module in the sta output, got {len(matches)}")
     path = [line.strip() for line in text.splitlines() if re.match(r"\s+\d+\s", line)]
-    return int(match.group(1)) / 1000.0, path
+    return int(matches[0][1]) / 1000.0, path
 
 
 def parse_stat(text: str) -> dict[str, int]:

