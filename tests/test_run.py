@@ -162,3 +162,21 @@ def test_ablation_variants_set_the_queue_and_the_workers_policy_apart() -> None:
     assert seen["olaf-always"] == ("olaf", False, "olaf-always")
     for variant in ("olaf", "olaf+sa", "olaf+boost", "olaf+sa+boost"):
         assert seen[variant] == ("olaf", True, "olaf"), variant
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run", "--feedback-ttl-ms", "0"], "feedback_ttl_ms must be > 0"),
+        (["run", "--workers", "0"], "workers must be >= 1"),
+        (["compare", "--modes", "olaf,sometimes"], "unknown mode(s) ['sometimes']"),
+        (["ablation", "--variants", "olaf,nope"], "unknown variant(s) ['nope']"),
+    ],
+)
+def test_bad_run_flags_exit_2_with_one_line(args: list[str], message: str, tmp_path: Path) -> None:
+    result = subprocess.run([sys.executable, "-m", "olaf.cli", *args, "--out", str(tmp_path / "x")],
+                            cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], result.stderr
+    assert not (tmp_path / "x").exists()

@@ -183,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from olaf.drl.cli_args import DEFAULT_TARGETS, check_env
+    from olaf.drl.cli_args import DEFAULT_TARGETS, check_env, usage_error
     from olaf.drl.display import Progress
     from olaf.drl.report import write_json, write_metrics
     from olaf.drl.runner import run_experiment
@@ -191,10 +191,10 @@ def run(args: argparse.Namespace) -> int:
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown or not variants:
-        raise SystemExit(f"olaf ablation: error: unknown variant(s) {unknown}; "
+        usage_error(f"olaf ablation: error: unknown variant(s) {unknown}; "
                          f"choose from {', '.join(VARIANTS)}")
     if args.seeds < 1:
-        raise SystemExit("olaf ablation: error: --seeds must be >= 1")
+        usage_error("olaf ablation: error: --seeds must be >= 1")
     target = args.target_reward if args.target_reward is not None else DEFAULT_TARGETS.get(args.env)
     console = Console() if Console().is_terminal else Console(width=160)
     results: dict[str, list[Any]] = {v: [] for v in variants}

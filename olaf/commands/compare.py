@@ -45,11 +45,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def parse_modes(text: str) -> list[str]:
-    """The --modes list, or SystemExit with one line on an unknown or empty one."""
+    """The --modes list, or exit 2 with one line on an unknown or empty one."""
+    from olaf.drl.cli_args import usage_error
+
     modes = list(dict.fromkeys(m.strip() for m in text.split(",") if m.strip()))
     unknown = [m for m in modes if m not in MODES]
     if unknown or not modes:
-        raise SystemExit(f"olaf compare: error: unknown mode(s) {unknown or text!r}; "
+        usage_error(f"olaf compare: error: unknown mode(s) {unknown or text!r}; "
                          f"choose from {', '.join(MODES)}")
     return modes
 
@@ -97,13 +99,13 @@ def compare_row(mode: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from olaf.drl.cli_args import DEFAULT_TARGETS, check_env, config_from_args
+    from olaf.drl.cli_args import DEFAULT_TARGETS, check_env, config_from_args, usage_error
     from olaf.drl.display import Progress, compare_table
     from olaf.drl.report import write_compare_plot, write_json, write_metrics, write_plots
     from olaf.drl.runner import run_experiment
 
     if args.seeds < 1:
-        raise SystemExit("olaf compare: error: --seeds must be >= 1")
+        usage_error("olaf compare: error: --seeds must be >= 1")
     modes = parse_modes(args.modes)
     target = args.target_reward if args.target_reward is not None else DEFAULT_TARGETS.get(args.env)
     console = Console() if Console().is_terminal else Console(width=200)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import replace
+from typing import NoReturn
 
 from olaf.drl.boosting import BoostConfig
 from olaf.drl.config import AGGREGATIONS, SCALINGS, A2CConfig, RunConfig
@@ -13,6 +15,12 @@ DEFAULT_TARGETS = {"CartPole-v1": 195.0, "LunarLander-v3": -100.0}
 """Target mean returns ``olaf compare`` uses when none is given: CartPole's classic
 "solved" bar, and for LunarLander a level its learner reaches within minutes on 2 cores
 (the 200 "solved" bar takes far longer than these runs)."""
+
+
+def usage_error(message: str) -> NoReturn:
+    """One line on stderr and exit code 2, as for any bad command-line value."""
+    print(message, file=sys.stderr)
+    raise SystemExit(2)
 
 
 def add_run_arguments(parser: argparse.ArgumentParser, *, duration: float) -> None:
@@ -92,7 +100,7 @@ def policies_from_args(args: argparse.Namespace) -> dict:
 def config_from_args(args: argparse.Namespace, *, mode: str, seed: int,
                      target: float | None, stop_at_target: bool = True,
                      always_send: bool = False) -> RunConfig:
-    """A RunConfig, or SystemExit with a one-line message on bad values. ``always_send``:
+    """A RunConfig, or exit 2 with a one-line message on bad values. ``always_send``:
     workers send every update in olaf mode too (the OLAF queue without P_s)."""
     try:
         learner = A2CConfig(learning_rate=args.lr, hidden=args.hidden)
@@ -105,7 +113,7 @@ def config_from_args(args: argparse.Namespace, *, mode: str, seed: int,
                          stop_at_target=stop_at_target, seed=seed, learner=learner,
                          **policies_from_args(args))
     except ValueError as exc:
-        raise SystemExit(f"olaf: error: {exc}") from None
+        usage_error(f"olaf: error: {exc}")
 
 
 def check_env(cfg: RunConfig) -> RunConfig:
@@ -115,5 +123,5 @@ def check_env(cfg: RunConfig) -> RunConfig:
     try:
         env_dimensions(cfg.env_id)
     except ValueError as exc:
-        raise SystemExit(f"olaf: error: {exc}") from None
+        usage_error(f"olaf: error: {exc}")
     return replace(cfg)
