@@ -190,7 +190,8 @@ def run(args: argparse.Namespace) -> int:
                 timeout = min(timeout, max(start + args.duration - time.monotonic(), 0))
             stop.wait(timeout)
             now = time.monotonic()
-            silence.check(receiver.silent_us() / 1e6, f"{receiver.stats()['pulls_sent']} PULLs sent")
+            silence.check(receiver.silent_us() / 1e6,
+                          lambda: f"{receiver.stats()['pulls_sent']} PULLs sent")
             if args.stats_interval and not stop.is_set() and now - last_t >= args.stats_interval:
                 stats = receiver.stats()
                 rate = (stats["data_blocks"] - last_blocks) / max(now - last_t, 1e-9)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from collections.abc import Callable
 
 HELP = "send synthetic gradient updates of a given size at a given rate (UDP or raw Ethernet)"
 
@@ -124,12 +125,13 @@ class SilenceMonitor:
         self.warnings = 0
         self.silent = False
 
-    def check(self, silent_s: float, detail: str) -> None:
+    def check(self, silent_s: float, detail: Callable[[], str]) -> None:
+        """``detail`` is called only for the warning (it may take locks or sum counters)."""
         if silent_s >= self.warn_after_s and not self.silent:
             self.silent = True
             self.warnings += 1
             print(f"{self.who}: warning: no answer from the switch at {self.peer} for "
-                  f"{silent_s:.1f} s ({detail})", file=sys.stderr, flush=True)
+                  f"{silent_s:.1f} s ({detail()})", file=sys.stderr, flush=True)
         elif silent_s == 0 and self.silent:
             self.silent = False
             print(f"{self.who}: the switch at {self.peer} answers again", file=sys.stderr,
@@ -227,7 +229,7 @@ def run(args: argparse.Namespace) -> int:
             if args.count and updates >= args.count:
                 break
             silence.check(sender.silent_us() / 1e6,
-                          f"{sender.outstanding_blocks} blocks unanswered")
+                          lambda: f"{sender.outstanding_blocks} blocks unanswered")
             if now >= next_stats:
                 st = sender.stats()
                 print(stats_line(st, now - start, args.worker_id, interval_mean(st)), flush=True)
