@@ -513,15 +513,6 @@ def replay_on_bmv2(
     return Replay(run.port0, expected, run.port1, run.state, queue)
 
 
-def reference_queue(vector: Vector) -> Any:
-    """The reference OlafQueue after processing every input of the vector."""
-    from worker_transport.codec import decode
-
-    queue = reference_queue_for(vector.config, int(vector.config["values"]))
-    queue.process(decode([payload for payload, _ in vector.steps], queue.config.values))
-    return queue
-
-
 def _as_int32(cell: int) -> int:
     """A 32-bit register cell (bmv2 holds the unsigned number of its bits) as the int32 the
     reference queue keeps."""
