@@ -77,16 +77,16 @@ class Bmv2Switches:
         config = program.read_bytes()
         targets = []
         for device, name in enumerate(tb.topology.switches, start=1):
-            grpc = f"127.0.0.1:{_free_port()}"
+            grpc, thrift = f"127.0.0.1:{_free_port()}", _free_port()
             argv = ["simple_switch_grpc", "--device-id", str(device),
-                    "--thrift-port", str(_free_port()),
+                    "--thrift-port", str(thrift),
                     "--notifications-addr", f"ipc://{tb.out}/bmv2-{device}-notifications.ipc",
                     "--log-file", str(tb.out / f"bmv2-{name}"), "--log-flush", "--log-level", "warn"]
             for port, intf in sorted(tb.switch_ports[name].items()):
                 argv += ["-i", f"{port}@{intf}"]
             argv += ["--no-p4", "--", "--grpc-server-addr", grpc, "--cpu-port", "255"]
             tb.spawn(f"switch-{name}", argv)
-            targets.append(Target(name, grpc, device, config, p4info))
+            targets.append(Target(name, grpc, device, config, p4info, thrift_port=thrift))
         return targets
 
     def close(self) -> None:

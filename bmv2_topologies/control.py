@@ -5,7 +5,8 @@
 p4runtime-shell allows one session per process at a time, so ``SwitchControl`` opens a
 short session per operation (about 70 ms) under a lock, switch after switch; the
 reward-threshold loop (``control_plane.controller.ThresholdLoop``) runs on top of it and
-writes the threshold to every switch.
+writes the threshold to every switch. bmv2's queue registers, which its P4Runtime server
+does not serve, are read through its Thrift server (``bmv2_thrift``).
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ class Target:
     device_id: int = 1
     device_config: bytes = b""
     p4info: Path = DEFAULT_P4INFO
+    thrift_port: int | None = None
+    """bmv2's Thrift server, for the register reads its P4Runtime server does not serve."""
 
 
 class SwitchControl:
@@ -96,8 +99,17 @@ class SwitchControl:
         """Per switch: outcome and message-type counters, the settings it holds and its queue
         state (occupancy, pointers) where the target serves registers."""
         out = {}
-        for switch in self.targets:
+        for switch, t in self.targets.items():
             with self.session(switch) as c:
-                # queue_state is None on bmv2, which serves no registers (p4lang/PI#376).
-                out[switch] = dict(c.counters(), settings=c.settings().as_dict(), queue=c.queue_state())
+                # simple_switch_grpc answers P4Runtime register reads UNIMPLEMENTED (and logs
+                # an error each time, p4lang/PI#376): bmv2's queue state comes over Thrift.
+                queue = c.queue_state() if t.thrift_port is None else None
+                out[switch] = dict(c.counters(), settings=c.settings().as_dict(), queue=queue)
+            if t.thrift_port is not None:
+                from bmv2_topologies.bmv2_thrift import ThriftError, queue_state
+
+                try:  # outside the P4Runtime lock: the CLI takes a second or two
+                    out[switch]["queue"] = queue_state(t.thrift_port)
+                except ThriftError as e:
+                    out[switch]["queue_error"] = str(e)
         return out

@@ -321,13 +321,20 @@ class Testbed:
             self.stop(proc, grace)
 
     def stop(self, proc: Process, grace: float = 5.0) -> int | None:
-        """SIGTERM (the commands' clean stop), then SIGKILL after ``grace`` seconds."""
+        """SIGTERM (the commands' clean stop), then SIGKILL after ``grace`` seconds.
+
+        Before the kill, SIGUSR1: a program that registered ``faulthandler`` for it writes
+        its threads' stacks to its log, so a stuck stop can be diagnosed afterwards."""
         if proc.popen.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 proc.popen.send_signal(signal.SIGTERM)
             try:
                 proc.popen.wait(grace)
             except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.popen.send_signal(signal.SIGUSR1)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.popen.wait(1.0)
                 with contextlib.suppress(ProcessLookupError):
                     proc.popen.kill()
                 proc.popen.wait(5)

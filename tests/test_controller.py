@@ -49,7 +49,8 @@ class Target:
     talks OLAF to it (answers come back to the port the request came in on)."""
 
     def __init__(self, kind: str, p4runtime: str, sock: socket.socket, address: tuple[str, int],
-                 port: int, p4info: Path = P4INFO, device_config: bytes = b"") -> None:
+                 port: int, p4info: Path = P4INFO, device_config: bytes = b"",
+                 thrift_port: int | None = None) -> None:
         self.kind = kind
         self.p4runtime = p4runtime
         self.sock = sock
@@ -58,6 +59,7 @@ class Target:
         """The switch port the answers leave by (drop_sim's match)."""
         self.p4info = p4info
         self.device_config = device_config
+        self.thrift_port = thrift_port
 
     def push(self, c: Controller, action: str = "commit") -> None:
         c.push_pipeline(self.p4info, self.device_config, action=action)
@@ -110,11 +112,11 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def simple_switch_grpc(work: Path, ports: dict[int, str], device_id: int = 1) -> Iterator[str]:
+def simple_switch_grpc(work: Path, ports: dict[int, str], device_id: int = 1) -> Iterator[tuple[str, int]]:
     """``simple_switch_grpc`` on ``ports`` (number -> interface), no program yet; yields its
-    P4Runtime address once it accepts a session, and stops it (by PID) afterwards."""
-    grpc_address = f"127.0.0.1:{_free_port()}"
-    argv = ["simple_switch_grpc", "--device-id", str(device_id), "--thrift-port", str(_free_port()),
+    P4Runtime address and Thrift port once it accepts a session, and stops it (by PID) afterwards."""
+    grpc_address, thrift_port = f"127.0.0.1:{_free_port()}", _free_port()
+    argv = ["simple_switch_grpc", "--device-id", str(device_id), "--thrift-port", str(thrift_port),
             "--notifications-addr", f"ipc://{work}/bmv2-notifications.ipc",
             "--log-file", str(work / "bmv2"), "--log-flush", "--log-level", "warn"]
     for number, interface in sorted(ports.items()):
@@ -133,7 +135,7 @@ def simple_switch_grpc(work: Path, ports: dict[int, str], device_id: int = 1) ->
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.3)
-        yield grpc_address
+        yield grpc_address, thrift_port
     finally:
         proc.terminate()
         try:
@@ -157,10 +159,10 @@ def bmv2_target(work: Path, program: tuple[Path, Path]) -> Iterator[Target]:
     try:
         port = hosts.add("h", f"{HOST_IP}/24", HOST_MAC)
         hosts.neighbour("h", SWITCH_IP, SWITCH_MAC)
-        with simple_switch_grpc(work, {1: port}) as address, hosts.udp_socket("h") as sock:
+        with simple_switch_grpc(work, {1: port}) as (address, thrift), hosts.udp_socket("h") as sock:
             sock.bind((HOST_IP, 0))
             yield Target("bmv2", address, sock, (SWITCH_IP, OLAF_PORT), port=1,
-                         p4info=program[1], device_config=bmv2_device_config(program[0]))
+                         p4info=program[1], device_config=bmv2_device_config(program[0]), thrift_port=thrift)
     finally:
         hosts.close()
     assert hosts.leftovers() == []
@@ -239,10 +241,12 @@ def test_congestion_threshold_and_counters_match_the_packets(target: Target, ctl
     assert [a.flags & FLAG_CONGESTED for a in answers] == [0, 0, FLAG_CONGESTED]
     state = ctl.queue_state()
     if target.kind == "bmv2":
-        assert state is None  # simple_switch_grpc serves no register reads over P4Runtime
-    else:
-        assert state is not None and state["occupied"] == 3 and state["active_clusters"] == 1
-        assert state["write_ptr"] == (state["read_ptr"] + 3) % 64 and state["cluster_count"][0] == 3
+        assert state is None  # simple_switch_grpc serves no register reads over P4Runtime ...
+        from bmv2_topologies.bmv2_thrift import queue_state
+
+        state = queue_state(target.thrift_port)  # ... its Thrift server does
+    assert state is not None and state["occupied"] == 3 and state["active_clusters"] == 1
+    assert state["write_ptr"] == (state["read_ptr"] + 3) % 64 and state["cluster_count"][0] == 3
     assert [a.msg_type for a in target.ask(pull(), pull(), pull(), pull())] == [MsgType.DATA] * 3 + [
         MsgType.EMPTY]
     target.silent(b"\x17" * 10)  # too short: dropped, counted invalid
@@ -457,7 +461,7 @@ def test_routes_written_over_p4runtime_forward_frames(kind: str, tmp_path: Path,
                 address, p4info, config = p4runtime_address(sw.proc), P4INFO, b""
             else:
                 program = request.getfixturevalue("bmv2_program")
-                address = stack.enter_context(simple_switch_grpc(tmp_path, {1: port_a, 2: port_b}))
+                address, _ = stack.enter_context(simple_switch_grpc(tmp_path, {1: port_a, 2: port_b}))
                 p4info, config = program[1], bmv2_device_config(program[0])
             with Controller(address) as c:
                 if kind == "soft":
@@ -536,7 +540,7 @@ def test_tutorials_topology_derives_routes(tmp_path: Path) -> None:
 @needs_bmv2
 def test_bmv2_device_id_mismatch_is_named(tmp_path: Path, bmv2_program: tuple[Path, Path]) -> None:
     """PI accepts the stream for any device id and fails only the push, with a bare message."""
-    with simple_switch_grpc(tmp_path, {}, device_id=3) as address, Controller(address) as c:
+    with simple_switch_grpc(tmp_path, {}, device_id=3) as (address, _), Controller(address) as c:
         with pytest.raises(ControllerError, match="is the target's device id 1") as e:
             c.push_pipeline(bmv2_program[1], bmv2_device_config(bmv2_program[0]))
         assert e.value.code == "UNKNOWN" and not c.has_pipeline

@@ -32,6 +32,10 @@ from olaf.testbed.hosts import config_json
 from worker_transport.protocol import OLAF_PORT
 
 SAMPLE_PERIOD = 0.5
+PS_STOP_GRACE = 20.0
+"""Seconds the PS gets to stop its receiver and write its metrics after SIGTERM."""
+PROCESS_STOP_GRACE = 20.0
+"""Seconds each worker and relay gets after SIGTERM (a loaded 2-core machine is slow)."""
 COUNTER_PERIOD = 2.0
 """Seconds between counter reads over P4Runtime, on a thread of their own: on a loaded
 machine a session can take a second, which must not stall the sampling loop."""
@@ -167,9 +171,13 @@ def run_drl(testbed: Testbed, cfg: Any, *, progress: Callable[[Any], None] | Non
             sampler.join()
         # The PS first: AoM is sampled up to the end of the run, not through the shutdown.
         begin = time.monotonic()
-        testbed.stop_all([ps, *relays, *procs], grace=10.0)
+        testbed.stop(ps, grace=PS_STOP_GRACE)
+        testbed.stop_all([*relays, *procs], grace=PROCESS_STOP_GRACE)
         stop_s = round(time.monotonic() - begin, 3)
         absorb()
+    if not ps.final():
+        raise TestbedError(f"drl-ps ended ({ps.popen.returncode}) without its final line:\n"
+                           f"{ps.output()[-2000:]}")
     finals = [p.final() or {} for p in procs]
     result.senders = finals
     result.env_steps = sum(f.get("env_steps", 0) for f in finals) or sum(steps.values())

@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import faulthandler
 import json
 import math
 import signal
@@ -361,6 +362,8 @@ def main(argv: list[str] | None = None) -> int:
     w.add_argument("--weights-timeout", type=float, default=120.0,
                    help="seconds to wait for the first complete weights (default 120)")
     args = parser.parse_args(argv)
+    # A launcher that finds this process stuck sends SIGUSR1 before it kills it.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     return ps_main(args) if args.role == "ps" else worker_main(args)
 
 
