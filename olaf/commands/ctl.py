@@ -49,7 +49,8 @@ def _route(text: str) -> tuple[str, int, str | None]:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", required=True, metavar="HOST:PORT",
                    help="the target's P4Runtime server (olaf switch --p4runtime, simple_switch_grpc: 9559)")
-    p.add_argument("--device-id", type=int, default=1, help="P4Runtime device id (default 1)")
+    p.add_argument("--device-id", type=int, default=1,
+                   help="P4Runtime device id (default 1; simple_switch_grpc's is its --device-id, default 0)")
     p.add_argument("--election-id", type=_election_id, default=None, metavar="HIGH,LOW",
                    help="arbitration election id; the highest is primary. Default: 0,1 for actions "
                         "that write, none (a read-only backup that disturbs no running controller) "
@@ -92,7 +93,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     sub.add_parser("show", help="settings, queue state, counters and drop probabilities")
     c = sub.add_parser("counters", help="packets per outcome and per message type")
     c.add_argument("--reset", action="store_true", help="set every counter to 0 afterwards")
-    r = sub.add_parser("registers", help="queue state registers (not served by bmv2: p4lang/PI#376)")
+    r = sub.add_parser("registers", help="queue state registers (bmv2 serves none over P4Runtime, "
+                       "p4lang/PI#376: use its Thrift server, simple_switch_CLI register_read)")
     r.add_argument("names", nargs="*", metavar="NAME", help="registers to read (default: the queue state)")
     w = sub.add_parser("watch", help="counter rates and queue state every interval")
     w.add_argument("--interval", type=float, default=1.0, metavar="S")
