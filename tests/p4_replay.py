@@ -24,10 +24,9 @@ import struct
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from worker_transport.protocol import HEADER_LEN, OLAF_PORT, VERSION, Mode, MsgType
 
@@ -348,7 +347,8 @@ def run_simple_switch(
     Waits until ``expect`` frames have come out of port 0 and ``expect_other[p]`` out of
     each other port p (or ``timeout``), then, with ``read_back``, reads every register and
     counter over Thrift while the switch still runs. The switch gets its own free Thrift
-    port, so replays can run side by side, and is stopped by its own PID. Callers that
+    port, so replays can run side by side (a port taken between choosing and binding it
+    means another try with another port), and is stopped by its own PID. Callers that
     need the state to be final make the last expected frame the answer to the last input
     (see ``replay_on_bmv2``).
 
@@ -356,6 +356,33 @@ def run_simple_switch(
     is read: the switch is told to wait ``start_delay`` s before reading its files, and a
     replay whose commands took longer than that raises rather than run half-configured.
     """
+    for _ in range(3):
+        try:
+            return _run_once(program_json, work_dir, port0_in, {0: expect, **(expect_other or {})}, timeout,
+                             read_back, ports, commands, start_delay if commands else 0)
+        except ThriftPortTaken:
+            continue
+    raise RuntimeError("simple_switch found its Thrift port taken three times")
+
+
+class ThriftPortTaken(RuntimeError):
+    """The free port chosen for simple_switch's Thrift server was taken before it bound it."""
+
+
+THRIFT_UP = "Thrift server was started"
+
+
+def _run_once(
+    program_json: Path,
+    work_dir: Path,
+    port0_in: list[bytes],
+    wanted: dict[int, int],
+    timeout: float,
+    read_back: bool,
+    ports: int,
+    commands: list[str] | None,
+    delay: int,
+) -> Bmv2Run:
     work_dir.mkdir(parents=True, exist_ok=True)
     write_pcap(work_dir / "port0_in.pcap", port0_in)
     for port in range(ports):
@@ -365,33 +392,46 @@ def run_simple_switch(
         (work_dir / f"port{port}_out.pcap").unlink(missing_ok=True)
     thrift_port = _free_port()
     interfaces = [arg for port in range(ports) for arg in ("-i", f"{port}@port{port}")]
-    delay = start_delay if commands else 0
-    log = (work_dir / "simple_switch.log").open("w")
+    log_path = work_dir / "simple_switch.log"
+    log = log_path.open("w")
     started = time.monotonic()
+    # -L info logs "Thrift server was started" once the switch owns its port (and, per
+    # packet, only errors): the CLI then talks to this switch and no other.
     proc = subprocess.Popen(
-        ["simple_switch", "--use-files", str(delay), "--thrift-port", str(thrift_port), *interfaces,
-         str(program_json)],
+        ["simple_switch", "--use-files", str(delay), "--thrift-port", str(thrift_port), "--log-console",
+         "-L", "info", *interfaces, str(program_json)],
         cwd=work_dir,
         stdout=log,
         stderr=subprocess.STDOUT,
     )
     state = None
-    wanted = {0: expect, **(expect_other or {})}
     try:
         deadline = started + timeout
+
+        def exited() -> bool:
+            if proc.poll() is None:
+                return False
+            if "Could not bind" in log_path.read_text():
+                raise ThriftPortTaken(str(thrift_port))
+            raise RuntimeError(f"simple_switch exited with {proc.returncode}: see {log_path}")
+
+        def thrift_up() -> bool:
+            return THRIFT_UP in log_path.read_text()
+
+        while not thrift_up() and not exited():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"simple_switch did not start its Thrift server: see {log_path}")
+            time.sleep(0.05)
         if commands:
-            _when_up(lambda: run_cli(thrift_port, commands), deadline)
+            run_cli(thrift_port, commands)
             if time.monotonic() - started >= delay:
                 raise RuntimeError(f"the CLI commands took over {delay} s: rerun with a larger start_delay")
-        while time.monotonic() < deadline and proc.poll() is None:
+        while time.monotonic() < deadline and not exited():
             if all(len(read_pcap(work_dir / f"port{p}_out.pcap")) >= n for p, n in wanted.items()):
                 break
             time.sleep(0.05)
-        if proc.poll() is not None:
-            log_path = work_dir / "simple_switch.log"
-            raise RuntimeError(f"simple_switch exited with {proc.returncode}: see {log_path}")
-        if read_back:
-            state = _when_up(lambda: read_state(thrift_port, program_json), deadline)
+        if read_back and not exited():
+            state = read_state(thrift_port, program_json)
     finally:
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGTERM)
@@ -402,20 +442,6 @@ def run_simple_switch(
                 proc.wait()
         log.close()
     return Bmv2Run([read_pcap(work_dir / f"port{p}_out.pcap") for p in range(ports)], state)
-
-
-T = TypeVar("T")
-
-
-def _when_up(call: Callable[[], T], deadline: float) -> T:
-    """``call()``, retried while the switch's Thrift server is still starting."""
-    while True:
-        try:
-            return call()
-        except SwitchNotUp:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
 
 
 def _free_port() -> int:

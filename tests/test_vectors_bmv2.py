@@ -72,12 +72,13 @@ def test_pcap_round_trip(tmp_path: Path) -> None:
 
 
 FAKE_SWITCH = """#!{python}
-# Stands in for simple_switch in pcap-file mode: echoes port 0's input to its output,
-# then runs until it is killed, as the real one does.
+# Stands in for simple_switch in pcap-file mode: says its Thrift server is up, echoes
+# port 0's input to its output, then runs until it is killed, as the real one does.
 import sys, time
 sys.path.insert(0, {repo!r})
 from tests import p4_replay
 from pathlib import Path
+print(p4_replay.THRIFT_UP, flush=True)
 frames = p4_replay.read_pcap(Path("port0_in.pcap"))
 p4_replay.write_pcap(Path("port0_out.pcap"), frames)
 p4_replay.write_pcap(Path("port1_out.pcap"), [])
