@@ -28,9 +28,11 @@ from harness import (
     TB_DIR,
     V,
     _environment,
+    pull_message,
     random_pauses,
     random_traffic,
     simulator_env,
+    tb_values,
     update_message,
 )
 from scapy.layers.inet import IP, TCP, UDP
@@ -63,20 +65,21 @@ SHELL_COUNTER_NAMES = ("rx_frames", "rx_bad", "rx_overflow", "rx_runt", "rx_filt
 
 
 # ---------------------------------------------------------------- host side
-def build_dir(simulator: str) -> Path:
-    return FPGA_DIR / f"sim_build_{simulator}_top_w{WIDTH}"
+def build_dir(simulator: str, values: int = V) -> Path:
+    suffix = "" if values == V else f"_v{values}"
+    return FPGA_DIR / f"sim_build_{simulator}_top_w{WIDTH}{suffix}"
 
 
-def build(simulator: str) -> Path:
+def build(simulator: str, values: int = V) -> Path:
     from cocotb_tools.runner import get_runner
 
-    out = build_dir(simulator)
+    out = build_dir(simulator, values)
     build_args = ["-CFLAGS", "-O1", "--x-assign", "0", "--x-initial", "0"] if simulator == "verilator" else []
     with _environment(simulator_env(simulator)):
         get_runner(simulator).build(
             sources=RTL_SOURCES,
             hdl_toplevel=TOPLEVEL,
-            parameters={"DATA_WIDTH": WIDTH, "V": V, "MAX_CAPACITY": MAX_CAPACITY,
+            parameters={"DATA_WIDTH": WIDTH, "V": values, "MAX_CAPACITY": MAX_CAPACITY,
                         "MAX_CLUSTERS": MAX_CLUSTERS, "MAX_BLOCKS": MAX_BLOCKS},
             build_args=build_args,
             build_dir=out,
@@ -86,23 +89,26 @@ def build(simulator: str) -> Path:
     return out
 
 
-def run(simulator: str, module: str) -> None:
+def run(simulator: str, module: str, *, values: int = V, testcases: Sequence[str] | None = None) -> None:
     """Run the cocotb tests of ``module`` (a file in fpga/tb) on the built ``olaf_top``."""
     from cocotb_tools.runner import get_results, get_runner
 
     if str(TB_DIR) not in sys.path:
         sys.path.insert(0, str(TB_DIR))
-    out = build_dir(simulator)
-    results = out / f"{module}.results.xml"
+    out = build_dir(simulator, values)
+    name = "_".join([module, *(testcases or [])])
+    results = out / f"{name}.results.xml"
     with _environment(simulator_env(simulator)):
         get_runner(simulator).test(
             test_module=module,
             hdl_toplevel=TOPLEVEL,
             hdl_toplevel_lang="verilog",
+            testcase=list(testcases) if testcases else None,
             build_dir=out,
             test_dir=out,
+            extra_env={"OLAF_TB_V": str(values)},
             timescale=("1ns", "1ps"),
-            log_file=out / f"{module}.log",
+            log_file=out / f"{name}.log",
             results_xml=str(results),
         )
     tests, failed = get_results(results)
@@ -118,6 +124,17 @@ class Frame:
     data: bytes
     bad: bool = False
     kind: str = "olaf"
+    bad_beat: int | None = None
+    """Beat carrying tuser for a bad frame; None: the tlast beat (where MACs flag FCS errors)."""
+
+    def tuser(self, width: int = WIDTH) -> list[int] | int:
+        """Per-byte tuser for cocotbext-axi (it drives a beat's tuser from its bytes)."""
+        if not self.bad:
+            return 0
+        lanes = width // 8
+        beats = -(-len(self.data) // lanes)
+        beat = beats - 1 if self.bad_beat is None else min(self.bad_beat, beats - 1)
+        return [int(i // lanes == beat) for i in range(len(self.data))]
 
 
 def pad(frame: bytes) -> bytes:
@@ -143,6 +160,54 @@ def model_frame(rng: random.Random) -> bytes:
     frame = (Ether(src="02:00:00:00:00:99", dst="02:00:00:00:01:05")
              / IP(src="10.0.9.1", dst="10.0.1.5") / UDP(sport=OLAF_PORT, dport=OLAF_PORT) / bytes(payload))
     return pad(bytes(frame))
+
+
+NON_OLAF_KINDS = ("ip_options", "udp_len_beyond_frame", "short_ipv4", "other_udp", "arp", "vlan", "tcp")
+"""Kinds of ``other_frames`` that the software switch routes or floods rather than queues."""
+
+
+def olaf_ipv4_sum(frame: bytes, payload_length: int) -> int:
+    """One's-complement sum (unfolded) of the answer's IPv4 header, checksum field zero."""
+    words = [int.from_bytes(frame[i:i + 2], "big") for i in range(14, 34, 2)]
+    words[1] = 28 + payload_length
+    words[5] = 0
+    return sum(words)
+
+
+def directed_frames(rng: random.Random, values: int = V) -> list[Frame]:
+    """Frames aimed at the shell's corner cases (each answered or dropped by the queue
+    exactly as the software switch does):
+
+    * payload lengths 36..52: every lane the payload can end on, with and without
+      trailer bytes beyond the UDP length; short payloads in frames a MAC would not
+      pad;
+    * both kinds of invalid PULL (num_values set; longer than 36 bytes);
+    * an answer whose IPv4 checksum needs the second end-around carry;
+    * bad frames flagged on the first, a middle and the last beat.
+    """
+    update = update_message(cluster=1, worker=3, block=2, reward=1 << 16,
+                            values=np.arange(values, dtype=np.int32))
+    frames = []
+    for length in range(36, 53):
+        body = update[:length]                      # UPDATE with the wrong length: DROPPED_INVALID
+        frames.append(Frame(olaf_frame(body, 2), kind=f"length_{length}"))
+        trailer = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 12)))
+        frames.append(Frame(olaf_frame(body, 2) + trailer, kind=f"length_{length}_trailer"))
+    for length in (2, 6):                           # unpadded: the payload ends the frame early
+        frames.append(Frame(olaf_frame(bytes(length), 2)[:42 + length], kind=f"unpadded_{length}"))
+    pull = pull_message()
+    frames.append(Frame(olaf_frame(pull[:13] + b"\x05" + pull[14:], 4), kind="pull_num_values"))
+    frames.append(Frame(olaf_frame(pull + bytes(8), 4), kind="pull_too_long"))
+    frame = Ether(olaf_frame(pull, 6))
+    frame[IP].ttl, frame[IP].tos = 255, 0xFC         # a sum above 0x10000, so a carry can wrap
+    frame[IP].id = 0
+    total = olaf_ipv4_sum(bytes(frame), 36)
+    frame[IP].id = next(i for i in range(1 << 16) if ((total + i) & 0xFFFF) + ((total + i) >> 16) > 0xFFFF)
+    del frame[IP].chksum
+    frames.append(Frame(pad(bytes(frame)), kind="checksum_double_carry"))
+    bad = olaf_frame(update, 5)
+    frames += [Frame(bad, bad=True, bad_beat=beat, kind="bad") for beat in (0, 7, None)]
+    return frames
 
 
 def other_frames(rng: random.Random) -> list[Frame]:
@@ -171,10 +236,10 @@ def other_frames(rng: random.Random) -> list[Frame]:
 
 
 def mixed_frames(rng: random.Random, count: int, *, frac_bits: int = 16, blocks: int = 6,
-                 other_rate: float = 0.08, bad_rate: float = 0.03) -> list[Frame]:
+                 other_rate: float = 0.08, bad_rate: float = 0.03, values: int = V) -> list[Frame]:
     """OLAF traffic from 8 hosts (with malformed messages of every kind), MODEL frames,
     non-OLAF / malformed frames and bad (tuser) frames, mixed."""
-    payloads = random_traffic(rng, count, blocks=blocks)
+    payloads = random_traffic(rng, count, blocks=blocks, values=values)
     frames: list[Frame] = []
     extras = other_frames(rng)
     for payload in payloads:
@@ -267,7 +332,8 @@ class EthBench:
         for endpoint in (self.mac_rx, self.mac_tx, self.fwd, self.axil.write_if, self.axil.read_if):
             endpoint.log.setLevel("WARNING")
         self.rng = random.Random(seed)
-        self.config = QueueConfig()
+        self.values = tb_values()
+        self.config = QueueConfig(values=self.values)
         self.forward_other = True
         self.reference = ReferenceSwitch(self.config)
         self.checked = 0
@@ -282,7 +348,7 @@ class EthBench:
         self.dut.rst.value = 0
         for _ in range(2):
             await RisingEdge(self.dut.clk)
-        self.config = QueueConfig()
+        self.config = QueueConfig(values=self.values)
         self.forward_other = True
         self.reference = ReferenceSwitch(self.config)
 
@@ -328,8 +394,7 @@ class EthBench:
             part = frames[start:start + chunk]
             expected = [self.reference.expect(f) for f in part]
             for frame in part:
-                tuser = [0] * (len(frame.data) - 1) + [1] if frame.bad else 0
-                await self.mac_rx.send(AxiStreamFrame(frame.data, tuser=tuser))
+                await self.mac_rx.send(AxiStreamFrame(frame.data, tuser=frame.tuser()))
             for index, (frame, want) in enumerate(zip(part, expected, strict=True)):
                 where = f"frame {start + index} ({frame.kind})"
                 if want.answer is not None:
