@@ -546,5 +546,32 @@ def test_bmv2_device_id_mismatch_is_named(tmp_path: Path, bmv2_program: tuple[Pa
         assert e.value.code == "UNKNOWN" and not c.has_pipeline
 
 
+@needs_bmv2
+def test_olaf_ctl_drives_bmv2(tmp_path: Path, bmv2_program: tuple[Path, Path],
+                              capsys: pytest.CaptureFixture) -> None:
+    """The command lines control_plane/README.md gives for bmv2."""
+    from olaf.cli import main
+
+    json_path, info = bmv2_program
+    with simple_switch_grpc(tmp_path, {}) as (address, _):
+        def ctl(*args: str) -> dict:
+            code = main(["ctl", "--target", address, "--json", *args])
+            out, err = capsys.readouterr()
+            assert code == 0, err
+            return json.loads(out)
+
+        pushed = ctl("push", "--p4info", str(info), "--bmv2-json", str(json_path))
+        assert pushed["device_config_bytes"] == json_path.stat().st_size
+        assert ctl("set", "--mode", "fifo", "--threshold", "0.5")["settings"]["mode"] == "FIFO"
+        assert ctl("routes", "--add", "10.0.1.1/32=1,08:00:00:00:01:11")["routes"] == [
+            {"prefix": "10.0.1.1/32", "port": 1, "mac": "08:00:00:00:01:11"}]
+        ctl("counters", "--reset")
+        shown = ctl("show")
+        assert shown["queue"] is None and shown["settings"]["reward_threshold"] == 0.5
+        assert set(shown["counters"]["msg_types"].values()) == {0}
+        assert main(["ctl", "--target", address, "registers"]) == 1
+        assert "Register reads are not supported" in capsys.readouterr().err
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
