@@ -330,8 +330,8 @@ def test_olaf_testbed_run_trains_across_hosts(switch: str, tag: str, tmp_path: P
         # Learning: the last 20 episodes are clearly longer than the first 20 (random ~ 20).
         # Not asserted on bmv2: on a busy 2-core machine simple_switch processes about 1k
         # packets/s, drops about half of the workers' blocks and most MODEL versions at its
-        # input (a version needs all 40 blocks), so workers act on weights 30 or more
-        # versions old and 15-25 s runs ended anywhere between 24 and 130
+        # input (a version needs all 40 blocks), so the PS applies gradients 35-56
+        # versions stale on average and 15-25 s runs ended anywhere between 24 and 130
         # (bmv2_topologies/README.md).
         assert summary["final_return"] > 1.5 * summary["initial_return"], summary
     else:
