@@ -111,10 +111,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@contextlib.contextmanager
-def simple_switch_grpc(work: Path, ports: dict[int, str], device_id: int = 1) -> Iterator[tuple[str, int]]:
-    """``simple_switch_grpc`` on ``ports`` (number -> interface), no program yet; yields its
-    P4Runtime address and Thrift port once it accepts a session, and stops it (by PID) afterwards."""
+def _start_simple_switch_grpc(work: Path, ports: dict[int, str], device_id: int
+                              ) -> tuple[subprocess.Popen, str, int]:
+    """One start on fresh ports; RuntimeError when the process exits before it serves
+    (e.g. a port taken in the meantime by another program)."""
     grpc_address, thrift_port = f"127.0.0.1:{_free_port()}", _free_port()
     argv = ["simple_switch_grpc", "--device-id", str(device_id), "--thrift-port", str(thrift_port),
             "--notifications-addr", f"ipc://{work}/bmv2-notifications.ipc",
@@ -122,28 +122,58 @@ def simple_switch_grpc(work: Path, ports: dict[int, str], device_id: int = 1) ->
     for number, interface in sorted(ports.items()):
         argv += ["-i", f"{number}@{interface}"]
     argv += ["--no-p4", "--", "--grpc-server-addr", grpc_address]
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    output = work / "simple_switch_grpc.out"  # a file, not a pipe nobody drains
+    with output.open("w") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 30
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"simple_switch_grpc exited ({proc.returncode}): {output.read_text()[-2000:]}")
+        if _answers(grpc_address, device_id):
+            # Still alive a moment after the answer: it came from this process, not from
+            # another program that took the port while this one failed to bind it.
+            time.sleep(0.3)
+            if proc.poll() is None:
+                return proc, grpc_address, thrift_port
+            continue
+        if time.monotonic() > deadline:
+            _stop(proc)
+            raise ConnectionError(f"simple_switch_grpc on {grpc_address} never answered")
+        time.sleep(0.3)
+
+
+def _answers(address: str, device_id: int) -> bool:
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                Controller(grpc_address, device_id=device_id, election_id=None, timeout=2).open().close()
-                break
-            except ConnectionError:
-                if proc.poll() is not None:
-                    raise RuntimeError(f"simple_switch_grpc exited: {proc.stderr.read()}") from None
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.3)
+        Controller(address, device_id=device_id, election_id=None, timeout=2).open().close()
+    except ConnectionError:
+        return False
+    return True
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+@contextlib.contextmanager
+def simple_switch_grpc(work: Path, ports: dict[int, str], device_id: int = 1) -> Iterator[tuple[str, int]]:
+    """``simple_switch_grpc`` on ``ports`` (number -> interface), no program yet; yields its
+    P4Runtime address and Thrift port once it serves, and stops it (by PID) afterwards."""
+    for attempt in range(3):
+        try:
+            proc, grpc_address, thrift_port = _start_simple_switch_grpc(work, ports, device_id)
+            break
+        except RuntimeError:
+            if attempt == 2:
+                raise
+    try:
         yield grpc_address, thrift_port
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        proc.stderr.close()
+        _stop(proc)
 
 
 @pytest.fixture(scope="session")
