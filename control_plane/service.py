@@ -989,8 +989,14 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
         loop = asyncio.get_running_loop()
         box: asyncio.Queue = asyncio.Queue()
 
+        overflowed = False
+
         def deliver(item: object) -> None:
+            nonlocal overflowed
+            if overflowed:
+                return  # the stream is ending: its _Terminate is queued, nothing more is
             if box.qsize() >= MAX_OUTBOX:
+                overflowed = True
                 box.put_nowait(_Terminate(P4RuntimeError(
                     Code.RESOURCE_EXHAUSTED, f"more than {MAX_OUTBOX} messages unread on this stream")))
             else:

@@ -11,6 +11,7 @@ a CA for client certificates: mutual TLS), a CA, certificate and key for the cli
 from __future__ import annotations
 
 import ssl
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
@@ -74,3 +75,16 @@ def channel_credentials(ca: str | Path | None = None, cert: str | Path | None = 
         _check_pair(cert, key, "client")
     return grpc.ssl_channel_credentials(root_certificates=ca_pem, private_key=key_pem,
                                         certificate_chain=cert_pem)
+
+
+@dataclass(frozen=True)
+class ClientTls:
+    """A P4Runtime client's TLS files (``olaf ctl --tls-ca/--tls-cert/--tls-key``)."""
+
+    ca: str | None = None
+    cert: str | None = None
+    key: str | None = None
+
+    def credentials(self) -> grpc.ChannelCredentials:
+        """Checked credentials; ``TlsError`` names the file that is wrong."""
+        return channel_credentials(self.ca, self.cert, self.key)
