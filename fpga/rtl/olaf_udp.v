@@ -322,6 +322,7 @@ module olaf_udp #(
         if (rst) begin
             rstate <= R_IDLE;
             ird <= 0;
+            prev <= {W{1'b0}};      // an empty payload's single beat carries zeros
             m_q_tvalid <= 1'b0;
             tail_pending <= 1'b0;
             q_done <= 1'b0;

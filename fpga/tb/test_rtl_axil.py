@@ -167,7 +167,9 @@ async def non_olaf_filtered(dut) -> None:  # noqa: ANN001
     assert shell["fwd_model"] == kinds["model"] > 0
 
 
-@pytest.mark.parametrize("simulator", SIMULATORS)
+# Icarus only in CI, to keep the benches lean: the register block is plain synchronous
+# logic, and this module also passes on the Verilator build of olaf_top (run by hand).
+@pytest.mark.parametrize("simulator", [s for s in SIMULATORS if s == "icarus"])
 def test_rtl_axil(simulator: str) -> None:
     if not simulator_available(simulator):
         pytest.skip(f"{simulator} is not installed")

@@ -145,6 +145,7 @@ async def overflow_drops_whole_frames(dut) -> None:  # noqa: ANN001
     replay = ReferenceSwitch(bench.config)
     for block, answer in zip(accepted, received, strict=True):
         assert replay.expect(Frame(sent[block])).answer == answer, f"answer to frame {block}"
+    bench.check_protocol()
     # The shell recovers: a fresh request is answered as usual.
     bench.reference = replay
     await bench.exchange([Frame(olaf_frame(pull_message(), 4))])
