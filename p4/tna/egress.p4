@@ -21,10 +21,20 @@ control OlafEgress(inout egress_headers_t hdr,
         default_action = NoAction();
     }
 
+    action draw() {
+        md.draw = rng.get();
+    }
+
+    /* Unsigned saturating: non-zero exactly when draw < drop_prob. */
+    action drop_margin() {
+        md.drop_margin = md.drop_prob |-| md.draw;
+    }
+
     apply {
         if (drop_sim.apply().hit) {
-            bit<16> draw = rng.get();
-            if (draw < md.drop_prob) {
+            draw();
+            drop_margin();
+            if (md.drop_margin != 0) {
                 eg_dprsr_md.drop_ctl = 1;
             }
         }

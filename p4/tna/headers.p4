@@ -3,13 +3,25 @@
 #ifndef OLAF_TNA_HEADERS_P4
 #define OLAF_TNA_HEADERS_P4
 
-/* V on Tofino: 32 values, one 32-bit Register per value (see p4/README.md, "TNA"):
- * with one register access per value per pass, a DATA reads and a merge adds all
- * values in the second pass. 32 value registers + 15 queue-state registers = 47 of
- * Tofino 1's 48 stateful ALUs (12 stages x 4). */
+/* Every TNA-only constant lives here; the wire constants come from ../include/constants.p4.
+ *
+ * V on Tofino: 32 values, one 32-bit Register (one stateful ALU) per value: a DATA
+ * reads and a merge adds all values in the second pass. 32 value registers + 15
+ * queue-state registers = 47 of Tofino 1's 48 stateful ALUs (12 stages x 4), which is
+ * what limits V (p4/README.md, "TNA"). */
 #define OLAF_TNA_V 32
 const bit<8>  OLAF_TNA_V8 = 32;
 const bit<16> OLAF_TNA_UPDATE_UDP_LEN = 172;  /* UDP header + OLAF header + 4 * 32 */
+const bit<16> OLAF_TNA_DATA_IPV4_LEN = 192;   /* IPv4 header + OLAF_TNA_UPDATE_UDP_LEN */
+const bit<16> OLAF_TNA_SHORT_IPV4_LEN = 64;   /* IPv4 header + UDP header + OLAF header */
+
+/* Slots are numbered 1..capacity so that an index entry (0 = no slot) is itself the
+ * slot number: a Register index must be a plain field, with no "- 1" in front of it.
+ * Cell 0 of every slot register is never used. */
+#define OLAF_TNA_SLOT_CELLS 65                 /* OLAF_CAPACITY + 1 */
+
+/* The index is keyed by cluster_id[3:0] ++ block_id[9:0] (an IDENTITY hash): 16 clusters
+ * x 1024 blocks, OLAF_INDEX_SIZE cells. */
 
 /* Recirculation port of pipe 0 on Tofino 1: where a packet that finds the queue
  * locked goes round again. */
@@ -91,40 +103,60 @@ header olaf_resubmit_t {
     bit<8>  op;       /* OP_* */
     bit<8>  outcome;  /* the ACK's outcome for UPDATE ops */
     bit<8>  pad0;
-    bit<16> slot;     /* the slot the op works on */
+    bit<16> slot;     /* the slot the op works on (append, pop: taken in pass 2) */
     bit<16> pad1;
 }
 
 const bit<8> OLAF_RESUBMIT_MARKER = 0xA5;
 const bit<3> RESUBMIT_TYPE_OLAF = 1;
 
-const bit<8> OP_NONE = 0;
 const bit<8> OP_STORE = 1;    /* REPLACED: the slot takes the update */
-const bit<8> OP_MERGE = 2;    /* MERGED */
+const bit<8> OP_MERGE = 2;    /* MERGED, the slot's reward stays (it is the max) */
 const bit<8> OP_APPEND = 3;   /* ENQUEUED: store at write_ptr, index, counts */
 const bit<8> OP_POP = 4;      /* PULL with a queued slot: DATA */
 const bit<8> OP_EMPTY = 5;    /* PULL on an empty queue: EMPTY */
 const bit<8> OP_DROP = 6;     /* DROPPED_REWARD or DROPPED_FULL: ACK only */
+const bit<8> OP_MERGE_UP = 7; /* MERGED, and the update's reward is the max */
 
+/* Signed differences whose sign bits stand in for comparisons (Tofino's gateways
+ * compare a field with a constant, not two fields): each is computed in an earlier
+ * table than the `if` that tests its top bit. */
 struct ingress_metadata_t {
     olaf_resubmit_t resub;
-    bit<1>  is_olaf;
-    bit<8>  cfg_mode;
-    int<32> cfg_threshold;
-    bit<8>  cfg_congestion_threshold;
-    bit<8>  cfg_frac_bits;
-    bit<16> cfg_capacity;
-    bit<16> cfg_last_slot;    /* capacity - 1: where the ring pointers wrap */
-    bit<16> cfg_max_clusters;
-    bit<16> cfg_max_blocks;
-    bit<32> slot_key;         /* cluster_id ++ block_id of the slot being stored */
-    bit<16> occupied;
-    bit<16> active;
-    bit<8>  util;
+    bit<1>   is_olaf;
+    PortId_t port_in;          /* the port the packet first arrived on */
+    bit<8>   cfg_mode;
+    int<32>  cfg_threshold;
+    bit<16>  cfg_congestion_threshold;
+    bit<8>   cfg_frac_bits;
+    bit<16>  cfg_capacity;
+    bit<16>  len_diff;         /* udp.len - OLAF_MIN_UDP_LEN: bit 15 set when too short */
+    bit<8>   frac_xor;         /* frac_bits ^ configured: 0 when they agree */
+    bit<16>  cluster_room;     /* max_clusters - cluster_id: in 1..2^15-1 when in range */
+    bit<16>  block_room;       /* max_blocks - block_id: in 1..2^15-1 when in range */
+    bit<32>  slot_key;         /* cluster_id ++ block_id of the slot being worked on */
+    bit<8>   was_locked;
+    bit<16>  occupied;
+    bit<16>  occ_diff;         /* occupied - capacity: bit 15 set when not full */
+    bit<16>  entry;            /* index entry: the slot, or 0 */
+    bit<16>  slot_agg;
+    bit<16>  slot_worker;
+    int<32>  slot_reward;
+    bit<16>  worker_xor;       /* slot worker ^ update worker: 0 when the same */
+    int<32>  up_diff;          /* u.reward |-| s.reward (signed, saturating) */
+    int<32>  down_diff;        /* s.reward |-| u.reward: negative when u.reward > s.reward */
+    int<32>  up_margin;        /* up_diff |-| threshold: negative when up_diff < threshold */
+    int<32>  down_margin;      /* down_diff |-| threshold */
+    bit<16>  cluster_slots;    /* the cluster's queued slots, before (append) or after (pop) */
+    bit<16>  active;
+    bit<16>  util;
+    bit<16>  cong_diff;        /* util - congestion threshold: bit 15 clear when congested */
 }
 
 struct egress_metadata_t {
     bit<16> drop_prob;
+    bit<16> draw;
+    bit<16> drop_margin;       /* drop_prob |-| draw: non-zero when draw < drop_prob */
 }
 
 struct egress_headers_t {

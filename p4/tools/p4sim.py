@@ -594,6 +594,8 @@ def parse_control_decl(c: Cursor, ctl: Control, types: set[str]) -> None:
         props: dict[str, Any] = {}
         while not c.accept("}"):
             prop = c.take()
+            if prop == "const":
+                prop = c.take()
             c.take("=")
             if prop == "key":
                 c.take("{")
@@ -611,6 +613,18 @@ def parse_control_decl(c: Cursor, ctl: Control, types: set[str]) -> None:
                     acts.append(c.take())
                     c.take(";")
                 props["actions"] = acts
+            elif prop == "entries":  # after `const`: `key : action(args);`, exact keys only
+                c.take("{")
+                const_entries = []
+                while not c.accept("}"):
+                    key = parse_expr(c)
+                    c.take(":")
+                    call = parse_expr(c)
+                    c.take(";")
+                    if call[0] != "call" or call[1][0] != "name":
+                        raise P4SimError(f"table {name}: entry action {call!r}")
+                    const_entries.append((key, call[1][1], call[2]))
+                props["const_entries"] = const_entries
             else:
                 props[prop] = parse_expr(c)
                 c.take(";")
@@ -659,7 +673,7 @@ def parse_control_decl(c: Cursor, ctl: Control, types: set[str]) -> None:
         c.take(";")
 
 
-TNA_EXTERNS = {"Register", "RegisterAction", "Counter", "Random", "Resubmit", "Checksum"}
+TNA_EXTERNS = {"Register", "RegisterAction", "Counter", "Random", "Resubmit", "Checksum", "Hash"}
 
 TNA_TYPES: dict[str, tuple[str, list[tuple[Any, str]]]] = {
     # Tofino 1's intrinsic metadata, reduced to the fields the program uses; the two
@@ -1059,6 +1073,16 @@ class Switch:
             index = index_val.v
             self.counters[key][index] += 1
             return None
+        if kind == "Hash" and method == "get":
+            # Only IDENTITY: the fields concatenated, cut to the output width, as Tofino's
+            # hash unit delivers them.
+            if cargs[0] != ("member", ("name", "HashAlgorithm_t"), "IDENTITY"):
+                raise P4SimError(f"{key}: only HashAlgorithm_t.IDENTITY is modelled")
+            acc = 0
+            for v in self.eval(args[0], env):
+                acc = (acc << v.t.width) | (self.as_int(v) & ((1 << v.t.width) - 1))
+            t = targs[0]
+            return Val(t.norm(acc), t)
         if kind == "Random" and method == "get":
             t = targs[0]
             return Val(self.rng.getrandbits(t.width), t)
@@ -1118,6 +1142,15 @@ class Switch:
         tables = env.get("__tables__", {})
         if name in tables:
             props = tables[name]
+            for key, action, arg_exprs in props.get("const_entries", ()):
+                want = self.eval(key, env)
+                want = want if isinstance(want, list) else [want]
+                got = [self.eval(k, env) for k, _ in props["key"]]
+                if [kind for _, kind in props["key"]] != ["exact"] * len(got):
+                    raise P4SimError(f"table {name}: const entries need exact keys here")
+                if [g.v for g in got] == [w.v for w in want]:
+                    self.run_action(action, [self.eval(a, env) for a in arg_exprs], env)
+                    return {"hit": True, "miss": False}
             entries = self.entries.get(f"{env['__path__']}.{name}", [])
             if entries:
                 keys = [(self.eval(k, env), kind) for k, kind in props["key"]]
