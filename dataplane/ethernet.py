@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dataplane.acl import SourceAcl
 from dataplane.forwarding import ForwardingTable
 from dataplane.impairment import Impairment
 from dataplane.pcap import LINKTYPE_ETHERNET, PcapWriter, ipv4_checksum
@@ -79,8 +80,9 @@ class EthernetSwitch:
         impairment: Impairment | None = None,
         pcap_dir: Path | None = None,
         batch_size: int = 512,
+        acl: SourceAcl | None = None,
     ) -> None:
-        self.pipeline = Pipeline(queue)
+        self.pipeline = Pipeline(queue, acl)
         self.table = table
         self.impairment = impairment or Impairment()
         self.batch_size = batch_size
@@ -171,7 +173,9 @@ class EthernetSwitch:
         if len(to_queue):
             ends = (L2L3L4 - 8 + udp_len[to_queue]).tolist()
             payloads = [frames[i][L2L3L4:end] for i, end in zip(to_queue.tolist(), ends, strict=True)]
-            responses, source, _ = self.pipeline.handle(payloads)
+            # The IPv4 source, for the SourceAcl; rows are big-endian bytes 26..29.
+            sources = np.ascontiguousarray(heads[to_queue, 26:30]).view(">u4").reshape(-1)
+            responses, source, _ = self.pipeline.handle(payloads, sources)
             if responses:
                 asked = to_queue[source]
                 lens = np.fromiter(map(len, responses), np.int64, len(responses))

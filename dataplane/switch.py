@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dataplane.acl import SourceAcl
 from dataplane.forwarding import ForwardingTable
 from dataplane.impairment import Impairment
 from dataplane.mmsg import SOCKADDR_IN, PlainSocket, from_sockaddr, open_batch_socket
@@ -41,24 +42,48 @@ class Pipeline:
     controller loop, the P4Runtime service); it is taken once per batch.
     """
 
-    def __init__(self, queue: OlafQueue) -> None:
+    def __init__(self, queue: OlafQueue, acl: SourceAcl | None = None) -> None:
         self.queue = queue
+        self.acl = acl or SourceAcl()
         self.lock = threading.Lock()
         self.received = 0
         self.sent = 0
         self.batches = 0
 
-    def handle_batch(self, batch: Batch) -> tuple[Batch, np.ndarray, np.ndarray]:
-        """Responses, the input index each answers, and every input's verdict."""
+    def handle_batch(
+        self, batch: Batch, sources: np.ndarray | None = None
+    ) -> tuple[Batch, np.ndarray, np.ndarray]:
+        """Responses, the input index each answers, and every input's verdict.
+
+        ``sources`` (each message's IPv4 source as uint32) lets the ``SourceAcl`` refuse
+        messages before the queue sees them: they get no answer, and their verdict is OK
+        (the queue never judged them); without it nothing is refused.
+        """
         with self.lock:
-            responses, source, verdicts = self.queue.process(batch)
+            if sources is not None and self.acl.enabled:
+                refused = self.acl.refuse(batch.headers, sources)
+                if refused.any():
+                    kept = np.flatnonzero(~refused)
+                    lengths = None if batch.lengths is None else batch.lengths[kept]
+                    responses, source, verdicts = self.queue.process(
+                        Batch(batch.headers[kept], batch.values[kept], lengths)
+                    )
+                    all_verdicts = np.zeros(len(batch), verdicts.dtype)
+                    all_verdicts[kept] = verdicts
+                    source, verdicts = kept[source], all_verdicts
+                else:
+                    responses, source, verdicts = self.queue.process(batch)
+            else:
+                responses, source, verdicts = self.queue.process(batch)
         self.received += len(batch)
         self.batches += 1
         return responses, source, verdicts
 
-    def handle(self, payloads: list[bytes]) -> tuple[list[bytes], np.ndarray, np.ndarray]:
+    def handle(
+        self, payloads: list[bytes], sources: np.ndarray | None = None
+    ) -> tuple[list[bytes], np.ndarray, np.ndarray]:
         """``handle_batch`` for datagrams as ``bytes``, with the responses encoded."""
-        responses, source, verdicts = self.handle_batch(decode(payloads, self.queue.config.values))
+        responses, source, verdicts = self.handle_batch(decode(payloads, self.queue.config.values), sources)
         return encode(responses), source, verdicts
 
     def snapshot(self) -> dict:
@@ -73,6 +98,7 @@ class Pipeline:
             "outcomes": {o.name: c.outcomes[o] for o in Outcome},
             "msg_types": {str(t): n for t, n in enumerate(c.msg_types) if n},
             "invalid": {str(v): n for v, n in enumerate(c.invalid) if n},
+            "refused": self.acl.snapshot(),
         }
 
 
@@ -117,8 +143,9 @@ class UdpSwitch:
         pcap_dir: Path | None = None,
         batch_size: int = 512,
         batch_syscalls: bool = True,
+        acl: SourceAcl | None = None,
     ) -> None:
-        self.pipeline = Pipeline(queue)
+        self.pipeline = Pipeline(queue, acl)
         self.impairment = impairment or Impairment()
         # Kept so that every front end serves the same P4Runtime tables; UDP traffic never uses it.
         self.table = ForwardingTable()
@@ -192,7 +219,7 @@ class UdpSwitch:
             return 0
         self._capture(self._pcap_in, rows, lengths, peers, inbound=True)
         responses, source, _ = self.pipeline.handle_batch(
-            decode_rows(rows, lengths, self.queue.config.values)
+            decode_rows(rows, lengths, self.queue.config.values), peers["addr"]
         )
         out_rows, out_lengths, out_peers = (
             encode_array(responses),

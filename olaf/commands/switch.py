@@ -55,6 +55,24 @@ def _ranged(lo: int, hi: int) -> type:
     return parse  # type: ignore[return-value]
 
 
+def _source_prefix(text: str):  # noqa: ANN202 - ipaddress.IPv4Network, imported lazily
+    from dataplane.acl import parse_prefix
+
+    try:
+        return parse_prefix(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _cluster_source(text: str):  # noqa: ANN202 - (cluster, ipaddress.IPv4Network)
+    from dataplane.acl import parse_cluster_source
+
+    try:
+        return parse_cluster_source(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     io = p.add_argument_group("where packets come from (one of)")
     io.add_argument("--listen", type=_host_port, metavar="HOST:PORT",
@@ -84,6 +102,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="CONGESTED when queue_util >= this, 0-255 (default 192 = 75%%)")
     q.add_argument("--frac-bits", type=_ranged(0, 31), default=16,
                    help="fixed-point fraction bits every UPDATE must carry (default 16)")
+
+    a = p.add_argument_group("who may send what (off unless given; see docs/security.md)")
+    a.add_argument("--cluster-source", dest="cluster_sources", action="append", type=_cluster_source,
+                   default=[], metavar="C=PREFIX",
+                   help="accept UPDATEs for cluster C only from source addresses in PREFIX (repeatable); "
+                        "once given, a cluster without any is closed. Others are dropped unanswered "
+                        "and counted as refused UPDATE_SOURCE")
+    a.add_argument("--ps-source", dest="ps_sources", action="append", type=_source_prefix, default=[],
+                   metavar="PREFIX",
+                   help="accept PULLs only from source addresses in PREFIX, the PS (repeatable); others "
+                        "are dropped unanswered and counted as refused PULL_SOURCE")
 
     o = p.add_argument_group("emulation and observation")
     o.add_argument("--drop-prob", action="append", default=[], metavar="[PORT:]P",
@@ -186,6 +215,7 @@ def run(args: argparse.Namespace) -> int:
     import threading
     from pathlib import Path
 
+    from dataplane.acl import SourceAcl
     from dataplane.impairment import Impairment, parse_port_values
     from dataplane.queue import OlafQueue, QueueConfig
     from dataplane.switch import StatsLine, UdpSwitch
@@ -199,6 +229,10 @@ def run(args: argparse.Namespace) -> int:
     problem = _problem(args)
     if problem is not None:
         return fail(problem)
+    for cluster, prefix in args.cluster_sources:
+        if cluster >= args.max_clusters:
+            return fail(f"--cluster-source {cluster}={prefix}: cluster {cluster} is not below "
+                        f"--max-clusters {args.max_clusters}")
     try:
         impairment = Impairment(
             drop_prob=parse_port_values(args.drop_prob, "--drop-prob", 0.0, 1.0),
@@ -230,11 +264,12 @@ def run(args: argparse.Namespace) -> int:
         return fail(problem)
 
     queue = OlafQueue(config)
+    acl = SourceAcl(args.cluster_sources, args.ps_sources)
     pcap = Path(args.pcap) if args.pcap else None
     if args.listen:
         try:
             switch = UdpSwitch(queue, *args.listen, impairment=impairment, pcap_dir=pcap,
-                               batch_size=args.batch_size)
+                               batch_size=args.batch_size, acl=acl)
         except OSError as e:
             if e.filename:  # a pcap file, not the socket
                 return fail(f"{e.filename}: {e.strerror}")
@@ -247,7 +282,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             table = ForwardingTable.from_sources(args.forwarding, args.route)
             switch = EthernetSwitch(queue, dict(args.interfaces), table, impairment=impairment,
-                                    pcap_dir=pcap, batch_size=args.batch_size)
+                                    pcap_dir=pcap, batch_size=args.batch_size, acl=acl)
         except (OSError, ValueError) as e:
             return fail(str(e))
         where = "interfaces " + " ".join(f"{p}@{i}" for p, i in args.interfaces)

@@ -16,6 +16,9 @@ control OlafIngress(inout headers_t hdr,
 #include "counters.p4"
 #include "forwarding.p4"
 #include "queue_state.p4"
+#ifdef OLAF_SOURCE_ACL
+#include "acl.p4"
+#endif
 
     OlafFeedback() feedback;
     OlafReply() reply;
@@ -75,15 +78,41 @@ control OlafIngress(inout headers_t hdr,
                     verdict = VERDICT_BLOCK_RANGE;
                 }
             }
-            if (verdict != VERDICT_SHORT && verdict != VERDICT_BAD_VERSION
-                    && verdict != VERDICT_BAD_TYPE) {
+            bool heard = verdict != VERDICT_SHORT && verdict != VERDICT_BAD_VERSION
+                    && verdict != VERDICT_BAD_TYPE;
+            /* The source checks of acl.p4 come before the queue counts or touches anything. */
+            bool refused = false;
+#ifdef OLAF_SOURCE_ACL
+            if (heard && hdr.olaf.msg_type == MSG_UPDATE) {
+                switch (update_source.apply().action_run) {
+                    deny: {
+                        refused = true;
+                        refused_counter.count(REFUSED_UPDATE_SOURCE);
+                    }
+                    default: {
+                    }
+                }
+            } else if (heard && hdr.olaf.msg_type == MSG_PULL) {
+                switch (pull_source.apply().action_run) {
+                    deny: {
+                        refused = true;
+                        refused_counter.count(REFUSED_PULL_SOURCE);
+                    }
+                    default: {
+                    }
+                }
+            }
+#endif
+            if (heard && !refused) {
                 msg_type_counter.count((bit<32>)hdr.olaf.msg_type);
             }
 
             bool answer = false;
             bit<8> outcome = OUTCOME_DROPPED_INVALID;
 
-            if (verdict != VERDICT_OK) {
+            if (refused) {
+                mark_to_drop(standard_metadata);
+            } else if (verdict != VERDICT_OK) {
                 outcome_counter.count((bit<32>)OUTCOME_DROPPED_INVALID);
                 if (verdict >= VERDICT_BAD_LENGTH) {
                     answer = true;
