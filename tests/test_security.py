@@ -268,6 +268,27 @@ def test_amplification_toward_a_spoofed_source(values: int, ratio: float) -> Non
             assert ack is not None and len(ack) == HEADER_LEN < HEADER_LEN + 4 * values
 
 
+@pytest.mark.parametrize("acl_on", [False, True], ids=["acl_off", "acl_on"])
+@pytest.mark.parametrize("attack", ATTACKS, ids=[a.name for a in ATTACKS])
+def test_attack_on_the_switch_in_interface_mode(attack: Attack, acl_on: bool) -> None:
+    """Interface mode judges the IPv4 source of each frame (the whole batch at once)."""
+    from dataplane.ethernet import EthernetSwitch
+    from dataplane.forwarding import ForwardingTable
+
+    switch = EthernetSwitch(OlafQueue(QueueConfig(capacity=CAPACITY)), {}, ForwardingTable(),
+                            acl=acl_for(RACK) if acl_on else None)
+    frames = [host_frame(payload, host, i) for i, (host, payload) in enumerate(attack.steps)]
+    out = switch.handle(frames, [0] * len(frames))
+    by_step: list[bytes | None] = [None] * len(frames)
+    for port, frame in out:
+        assert port == 0
+        step = struct.unpack("!H", frame[18:20])[0]
+        assert frame[30:34] == ipaddress.IPv4Address(RACK[attack.steps[step][0]]).packed
+        by_step[step] = p4_replay.udp_payload(frame)
+    check_attack(attack.name, answers_of(by_step), acl_on)
+    assert switch.pipeline.acl.refused == (refusals(attack) if acl_on else [0, 0])
+
+
 # -- simple_switch (pcap-file replay, table entries by simple_switch_CLI) ------------------
 
 ACL_DEFINE = "-DOLAF_SOURCE_ACL"
