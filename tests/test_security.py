@@ -316,11 +316,31 @@ def host_frame(payload: bytes, host: str, step: int, reply: bool = False) -> byt
 
 
 @pytest.fixture(scope="module")
-def acl_program(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def acl_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A build folder whose compiled program (``compiled/olaf.json``, where
+    ``p4_replay.compiled_program`` looks) has the source checks in."""
     missing = p4_replay.missing_tools()
     if missing:
         pytest.skip(missing)
-    return p4_replay.compile_p4(tmp_path_factory.mktemp("acl_p4"), [ACL_DEFINE])
+    build = tmp_path_factory.mktemp("acl_p4")
+    p4_replay.compile_p4(build / "compiled", [ACL_DEFINE])
+    return build
+
+
+@pytest.fixture(scope="module")
+def acl_program(acl_build: Path) -> Path:
+    return p4_replay.compiled_program(acl_build)
+
+
+@pytest.mark.parametrize("name", ["13_fifo_mode", "18_invalid_answered", "19_invalid_silent"])
+def test_vectors_unchanged_with_the_checks_compiled_in(acl_build: Path, name: str) -> None:
+    """Off by default: with no table entries the program with acl.p4 answers the shared
+    vectors as before, frame for frame and in its final state."""
+    vector = p4_replay.load_vector(p4_replay.VECTORS_DIR / f"{name}.json")
+    replay = p4_replay.replay_on_bmv2(vector, acl_build)
+    assert replay.got == replay.expected
+    assert p4_replay.state_differences(replay.state, replay.reference) == []
+    assert replay.state.counters["OlafIngress.refused_counter"] == [0, 0]
 
 
 @pytest.mark.parametrize("acl_on", [False, True], ids=["acl_off", "acl_on"])
