@@ -166,6 +166,64 @@ def test_scheduler_follows_the_sequence_and_accounts_worker_seconds() -> None:
     assert [w for _, w in stats["workers_over_time"]] == [16, 15, 2, 14, 2, 7, 9, 2]
 
 
+def test_k_counts_training_iterations_not_detector_rounds() -> None:
+    """However often the detector runs, d**k follows the PS's training iterations."""
+    cfg = BoostConfig(min_workers=1, round_iterations=10, restart_on_boost=False)
+    fast, slow = BoostScheduler(8, cfg, start=0.0), BoostScheduler(8, cfg, start=0.0)
+    for i in range(60):  # a probe every iteration ...
+        row = fast.record(1.0, -1.0, now=float(i), iteration=i)
+    assert row.k == 5 and row.score == pytest.approx(0.96**5)
+    for i in (0, 30, 59):  # ... or three probes over the same training: the same k
+        row = slow.record(1.0, -1.0, now=float(i), iteration=i)
+    assert row.k == 5
+    # Rounds without iterations (a stalled PS) do not decay the score.
+    frozen = BoostScheduler(8, cfg, start=0.0)
+    for i in range(100):
+        row = frozen.record(1.0, -1.0, now=float(i), iteration=3)
+    assert row.k == 0 and row.workers == 8
+
+
+def test_a_detected_boost_restarts_the_decay_so_workers_scale_up_again() -> None:
+    cfg = BoostConfig(window=3, min_workers=1, decay=0.5, round_iterations=1)
+    sched = BoostScheduler(8, cfg, start=0.0)
+    # Rising ratios: no boost, the count decays with the iterations down to I_min.
+    rows = [sched.record(r, -1.0, now=float(i), iteration=10 * i)
+            for i, r in enumerate([1.0, 2.0, 3.0, 4.0])]
+    assert rows[-1].workers == 1 and sched.restarts == 0
+    # The newest ratio is the window's lowest: a boost, k restarts, all workers again.
+    row = sched.record(0.5, -1.0, now=5.0, iteration=50)
+    assert (row.k, row.workers, sched.restarts) == (0, 8, 1)
+    row = sched.record(0.6, -1.0, now=6.0, iteration=52)
+    assert row.k == 2 and row.workers < 8
+    assert sched.stats(7.0)["restarts"] == 1
+
+
+def test_decay_scaling_follows_d_k_alone() -> None:
+    from olaf.drl.config import A2CConfig, RunConfig
+    from olaf.drl.policies import RunPolicies
+    from olaf.drl.server import ParameterServer
+
+    v = 8
+    cfg = RunConfig(workers=8, values=v, scaling="decay",
+                    boost=BoostConfig(min_workers=2, decay=0.5, round_iterations=2))
+    ps = ParameterServer(np.zeros(2 * v, np.float32), A2CConfig(), v)
+    flags = [1] * 8
+    policies = RunPolicies(cfg, ps, flags)
+    policies.start(0.0)
+    seen = []
+    for it in range(8):  # one full-model update (2 blocks) per step
+        policies.apply([0, 1], np.zeros((2, v), np.float32), [1, 1], [0, 0], 0)
+        policies.tick(now=float(it + 1))
+        seen.append(sum(flags))
+    # k = iterations // 2: 8 * 0.5**k, floored at I_min = 2.
+    assert ps.iterations == 8
+    assert seen == [8, 4, 4, 2, 2, 2, 2, 2]
+    policies.finish(9.0)
+    assert policies.stats([])["final_active_workers"] == 2
+    with pytest.raises(ValueError):
+        RunPolicies(cfg, ps, None)
+
+
 def test_worker_seconds_meter() -> None:
     m = WorkerSeconds(4, 10.0)
     m.set(4, 11.0)
@@ -300,11 +358,13 @@ def test_boost_scaling_really_changes_the_active_workers_in_a_short_run() -> Non
     from olaf.drl.config import RunConfig
     from olaf.drl.runner import run_experiment
 
-    # d = 0.5 drives S_k below 1/8 from round 3 on, so I_k settles at I_min = 1 early.
+    # d = 0.5 per PS training iteration drives S_k below 1/8 after 3 of them, so I_k
+    # settles at I_min = 1 early (no restarts, so it stays there).
     cfg = RunConfig(env_id="CartPole-v1", workers=4, processes=2, duration=9.0, seed=3,
                     aggregation="staleness-aware", scaling="boost", boost_period=0.4,
                     boost=BoostConfig(decay=0.5, min_workers=1, lanczos_iterations=6,
-                                      sample_transitions=64))
+                                      sample_transitions=64, round_iterations=1,
+                                      restart_on_boost=False))
     result = run_experiment(cfg)
     s = result.summary()
     counts = [w for _, w in s["workers_over_time"]]

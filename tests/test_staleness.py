@@ -99,8 +99,9 @@ def test_round_zero_releases_everything_and_fixes_delta_max() -> None:
     assert agg.threshold is None
     out = agg.offer(0, _ones(2), 1, model_version=7, current_version=10)
     assert len(out) == 1 and out[0].reason == "warmup" and out[0].round == 0
-    # delta 3 -> weight 1/sqrt(3) on the single gradient.
-    assert out[0].gradient == pytest.approx(_ones(2 / math.sqrt(3)))
+    # delta 3 -> the gradient as it came, with a step of alpha0/sqrt(3).
+    assert out[0].gradient == pytest.approx(_ones(2))
+    assert out[0].lr_scale == pytest.approx(1 / math.sqrt(3))
     assert agg.round == 0 and agg.delta_max is None
     agg.offer(0, _ones(1), 1, 10, 10)  # block 0 again: the round is not complete yet
     assert agg.round == 0
@@ -126,11 +127,12 @@ def test_stale_block_is_held_until_a_fresher_one_pulls_the_mean_below_beta() -> 
     clock.t = 0.5
     out = agg.offer(0, _ones(3), 2, model_version=10, current_version=10)  # fresh, 2 updates
     # mean staleness (6 + 0) / 2 = 3 < 3.84 -> released; H = 3 worker gradients:
-    # (1 * 1/sqrt(6) * 1 + 2 * 1 * 3) / 3
+    # gradient (1 * 1 + 2 * 3) / 3, step scale (1/sqrt(6) + 2 * 1) / 3
     assert len(out) == 1
     r = out[0]
     assert (r.reason, r.block_id, r.blocks, r.updates, r.staleness) == ("threshold", 0, 2, 3, (6, 0))
-    assert r.gradient == pytest.approx(_ones((1 / math.sqrt(6) + 6) / 3), rel=1e-6)
+    assert r.gradient == pytest.approx(_ones(7 / 3), rel=1e-6)
+    assert r.lr_scale == pytest.approx((1 / math.sqrt(6) + 2) / 3, rel=1e-6)
     assert r.waited == pytest.approx(0.5)
     assert agg.pending_blocks == 0
 
@@ -152,7 +154,8 @@ def test_hold_is_bounded_in_time_and_in_size() -> None:
     clock.t = 0.2
     out = agg.poll(12)  # version moved on while it waited: staleness taken at release
     assert [(r.reason, r.staleness) for r in out] == [("hold", (7,))]
-    assert out[0].gradient == pytest.approx(_ones(1 / math.sqrt(7)), rel=1e-6)
+    assert out[0].gradient == pytest.approx(_ones(1))
+    assert out[0].lr_scale == pytest.approx(1 / math.sqrt(7), rel=1e-6)
     # Size bound: the third stale block releases the set.
     assert agg.offer(1, _ones(1), 1, 0, 12) == []
     assert agg.offer(1, _ones(1), 1, 0, 12) == []
@@ -212,7 +215,34 @@ def test_plain_weighting_when_learning_rate_scaling_is_off() -> None:
     agg, _ = _agg(scale_learning_rate=False)
     out = agg.offer(0, _ones(2), 1, 0, 9)
     assert out[0].gradient == pytest.approx(_ones(2))
+    assert out[0].lr_scale == 1.0
     assert agg.stats()["mean_lr_scale"] == 1.0
+
+
+def test_staleness_scales_the_adam_step_not_the_gradient() -> None:
+    """Adam is invariant to a constant gradient scale, so alpha0/sqrt(delta) only acts as a
+    step size: the same gradients at staleness 4 move the weights half as far."""
+    from olaf.drl.config import ImpactConfig
+    from olaf.drl.server import ParameterServer
+
+    rng = np.random.default_rng(0)
+    grads = [rng.normal(size=V).astype(np.float32) for _ in range(3)]
+    moves = {}
+    for delta in (0, 1, 4, 16):
+        ps = ParameterServer(np.zeros(V, np.float32), ImpactConfig(learning_rate=1e-2), V)
+        agg, _ = _agg(max_pending=1)
+        for g in grads:
+            for r in agg.offer(0, g, 1, model_version=100 - delta, current_version=100):
+                ps.apply_block(r.block_id, r.gradient, r.lr_scale)
+        moves[delta] = np.abs(ps.params).sum()
+    assert moves[0] == pytest.approx(moves[1], rel=1e-6)
+    assert moves[4] == pytest.approx(moves[0] / 2, rel=1e-5)
+    assert moves[16] == pytest.approx(moves[0] / 4, rel=1e-5)
+    # The cancellation the old gradient weighting suffered: half the gradient, same step.
+    half = ParameterServer(np.zeros(V, np.float32), ImpactConfig(learning_rate=1e-2), V)
+    for g in grads:
+        half.apply_block(0, g / 2)
+    assert np.abs(half.params).sum() == pytest.approx(moves[0], rel=1e-4)
 
 
 # -- truncation -------------------------------------------------------------------------

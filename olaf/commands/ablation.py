@@ -8,9 +8,11 @@ Variants (switch mode, PS aggregation, worker scaling, whether workers use P_s):
 * ``olaf``: OLAF switch, plain PS, all workers sending with P_s (DESIGN.md §4);
 * ``olaf+sa``: OLAF switch, staleness-aware PS (Stellaris), all workers;
 * ``olaf+boost``: OLAF switch, plain PS, boosting-driven worker scaling (Nitro);
+* ``olaf+decay``: OLAF switch, plain PS, workers following Nitro's ``d**k`` schedule alone,
+  without the detector (what the detector adds is ``olaf+boost`` against this row);
 * ``olaf+sa+boost``: both policies.
 
-Every run lasts ``--duration`` (it does not stop at the target), so final returns
+Every run uses its whole ``--total-steps`` budget (it does not stop at the target), so final returns
 compare over the same wall-clock budget. Cost is worker-seconds: active logical workers
 integrated over the run; "to target" is the time and cost until the target mean return
 was first reached (runs that miss it count the whole duration and cost, a bound).
@@ -29,9 +31,11 @@ from typing import Any
 from olaf.drl.stats import mean_std, plus_minus
 
 HELP = ("ablation: fifo, olaf queue with workers always sending, olaf, olaf + staleness-aware "
-        "aggregation, olaf + boost scaling, both")
+        "aggregation, olaf + boost scaling, olaf + its decay schedule alone, both policies")
 
-DEFAULT_DURATION = 40.0
+DEFAULT_DURATION = 600.0
+"""Wall-clock cap; the budget is ``--total-steps``."""
+DEFAULT_TOTAL_STEPS = 200_000
 
 VARIANTS: dict[str, tuple[str, str, str, bool]] = {
     "fifo": ("fifo", "plain", "fixed", True),
@@ -39,17 +43,19 @@ VARIANTS: dict[str, tuple[str, str, str, bool]] = {
     "olaf": ("olaf", "plain", "fixed", False),
     "olaf+sa": ("olaf", "staleness-aware", "fixed", False),
     "olaf+boost": ("olaf", "plain", "boost", False),
+    "olaf+decay": ("olaf", "plain", "decay", False),
     "olaf+sa+boost": ("olaf", "staleness-aware", "boost", False),
 }
 """Variant -> (switch mode, PS aggregation, worker scaling, workers always send)."""
 COLORS = {"fifo": "tab:orange", "olaf-always": "tab:olive", "olaf": "tab:blue",
-          "olaf+sa": "tab:green", "olaf+boost": "tab:red", "olaf+sa+boost": "tab:purple"}
+          "olaf+sa": "tab:green", "olaf+boost": "tab:red", "olaf+decay": "tab:brown",
+          "olaf+sa+boost": "tab:purple"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from olaf.drl.cli_args import DEFAULT_TARGETS, add_run_arguments
+    from olaf.drl.cli_args import add_run_arguments
 
-    add_run_arguments(parser, duration=DEFAULT_DURATION)
+    add_run_arguments(parser, duration=DEFAULT_DURATION, total_steps=DEFAULT_TOTAL_STEPS)
     parser.add_argument("--seeds", type=int, default=3, help="seeds per variant (default 3)")
     parser.add_argument("--first-seed", type=int, default=0, help="first seed (default 0)")
     parser.add_argument("--variants", default=",".join(VARIANTS),
@@ -58,8 +64,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="directory for per-run metrics, the table and the plot")
     parser.epilog = ("--aggregation and --scaling are set by each variant; the other policy "
                      "parameters apply to the variants that use them. Without --target-reward "
-                     "the target is " + ", ".join(f"{k}: {v:g}" for k, v in DEFAULT_TARGETS.items())
-                     + ".")
+                     "the target is the environment's spec.reward_threshold (greedy "
+                     "evaluation).")
 
 
 def worker_seconds_at(timeline: list[tuple[float, int]], t: float) -> float:
@@ -92,6 +98,7 @@ def row_of(variant: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
         "reached": f"{len(reached)}/{len(runs)}",
         "time_to_target_s": plus_minus(ttt),
         "final_return": plus_minus([r["final_return"] for r in runs]),
+        "final_eval_return": plus_minus([r.get("final_eval_return") for r in runs]),
         "worker_s_to_target": plus_minus(ws_target, 0),
         "worker_s_total": plus_minus([r["worker_seconds"] for r in runs], 0),
         "worker_cpu_s": plus_minus([r.get("worker_cpu_s") for r in runs], 0),
@@ -112,7 +119,8 @@ def row_of(variant: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 COLUMNS = (("variant", "variant"), ("seeds", "seeds"), ("reached", "reached"),
-           ("time to target (s)", "time_to_target_s"), ("final return", "final_return"),
+           ("time to target (s)", "time_to_target_s"), ("final eval return", "final_eval_return"),
+           ("final training return", "final_return"),
            ("worker-s to target", "worker_s_to_target"), ("worker-s total", "worker_s_total"),
            ("worker CPU-s", "worker_cpu_s"), ("skipped share", "skipped_share"),
            ("MB from workers", "worker_bytes"),
@@ -183,7 +191,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from olaf.drl.cli_args import DEFAULT_TARGETS, check_env, usage_error
+    from olaf.drl.cli_args import check_env, resolve_target, usage_error
     from olaf.drl.display import Progress
     from olaf.drl.report import write_json, write_metrics
     from olaf.drl.runner import run_experiment
@@ -195,7 +203,7 @@ def run(args: argparse.Namespace) -> int:
                          f"choose from {', '.join(VARIANTS)}")
     if args.seeds < 1:
         usage_error("olaf ablation: error: --seeds must be >= 1")
-    target = args.target_reward if args.target_reward is not None else DEFAULT_TARGETS.get(args.env)
+    target = resolve_target(args)
     console = Console() if Console().is_terminal else Console(width=160)
     results: dict[str, list[Any]] = {v: [] for v in variants}
     summaries: dict[str, list[dict[str, Any]]] = {v: [] for v in variants}
@@ -208,7 +216,7 @@ def run(args: argparse.Namespace) -> int:
                 result = run_experiment(cfg, progress)
             summary = result.summary()
             summary["worker_cpu_s"] = _children_cpu_s() - cpu_before
-            summary["duration_s"] = cfg.duration
+            summary["duration_s"] = summary["wall_time_s"]
             summary["worker_seconds_to_target"] = (
                 worker_seconds_at(summary["workers_over_time"], summary["time_to_target_s"])
                 if summary["time_to_target_s"] is not None else summary["worker_seconds"])

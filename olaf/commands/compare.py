@@ -16,7 +16,9 @@ from olaf.drl.stats import mean_std, plus_minus
 HELP = ("run the same configuration in olaf, olaf-always and fifo mode over seeds and "
         "compare convergence")
 
-DEFAULT_DURATION = 60.0
+DEFAULT_DURATION = 600.0
+"""Wall-clock cap; the budget is ``--total-steps``."""
+DEFAULT_TOTAL_STEPS = 300_000
 
 MODES: dict[str, tuple[str, bool, str]] = {
     "olaf": ("olaf", False, "P_s"),
@@ -27,9 +29,9 @@ MODES: dict[str, tuple[str, bool, str]] = {
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from olaf.drl.cli_args import DEFAULT_TARGETS, add_run_arguments
+    from olaf.drl.cli_args import add_run_arguments
 
-    add_run_arguments(parser, duration=DEFAULT_DURATION)
+    add_run_arguments(parser, duration=DEFAULT_DURATION, total_steps=DEFAULT_TOTAL_STEPS)
     parser.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 per mode (default 3)")
     parser.add_argument("--first-seed", type=int, default=0, help="first seed (default 0)")
     parser.add_argument("--modes", default=",".join(MODES),
@@ -37,11 +39,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "queue, workers always send), fifo (default: all three)")
     parser.add_argument("--out", type=Path, default=Path("runs/compare"),
                         help="directory for per-run metrics, the table and the combined plot")
-    parser.epilog = ("Without --target-reward the target is "
-                     + ", ".join(f"{k}: {v:g}" for k, v in DEFAULT_TARGETS.items())
-                     + ". Every run lasts --duration (it does not stop at the target, so that final "
+    parser.epilog = ("Without --target-reward the target is the environment's "
+                     "spec.reward_threshold, checked on greedy evaluations. Every run uses its "
+                     "whole --total-steps budget (it does not stop at the target, so that final "
                      "returns compare over the same budget). A run that never reaches the "
-                     "target counts as taking its full duration (a bound).")
+                     "target counts with its full budget (a bound).")
 
 
 def parse_modes(text: str) -> list[str]:
@@ -85,6 +87,7 @@ def compare_row(mode: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
         "steps": plus_minus([r["steps_to_target"] if r["steps_to_target"] is not None
                              else r["env_steps"] for r in runs], 0),
         "final": plus_minus([r["final_return"] for r in runs]),
+        "final_eval": plus_minus([r.get("final_eval_return") for r in runs]),
         "aom_mean": plus_minus([r["aom_mean_ms"] for r in runs], 2),
         "aom_p99": plus_minus([r["aom_p99_ms"] for r in runs], 1),
         "aom_spread": plus_minus([r.get("aom_worker_spread_ms") for r in runs], 1),
@@ -99,7 +102,7 @@ def compare_row(mode: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from olaf.drl.cli_args import DEFAULT_TARGETS, check_env, config_from_args, usage_error
+    from olaf.drl.cli_args import check_env, config_from_args, resolve_target, usage_error
     from olaf.drl.display import Progress, compare_table
     from olaf.drl.report import write_compare_plot, write_json, write_metrics, write_plots
     from olaf.drl.runner import run_experiment
@@ -107,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
     if args.seeds < 1:
         usage_error("olaf compare: error: --seeds must be >= 1")
     modes = parse_modes(args.modes)
-    target = args.target_reward if args.target_reward is not None else DEFAULT_TARGETS.get(args.env)
+    target = resolve_target(args)
     console = Console() if Console().is_terminal else Console(width=200)
     results = []
     summaries: dict[str, list[dict[str, Any]]] = {m: [] for m in modes}

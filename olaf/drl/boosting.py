@@ -16,7 +16,14 @@ learning; elsewhere they mostly cost. Per scheduler round:
    ``S_k = (R_max - R_k) / (R_max - R_min) * d**k`` with ``d = 0.96``: high when the
    current ratio is the lowest of the window, decaying with the round ``k``. While the
    window holds no spread (its first round, or a constant ratio) the first factor is 1:
-   undecided means keep the workers.
+   undecided means keep the workers. ``k`` counts PS training iterations (full-model
+   updates, ``ParameterServer.iterations``) in units of ``round_iterations``, not detector
+   probes in wall time: a schedule per second would decay as fast on a slow machine as
+   on a fast one and pinned the count at I_min after ~42 s whatever the curvature. A
+   boost (a full window whose newest ratio is its lowest) restarts ``k`` at 0, so the
+   count can rise again when a new boosting phase begins (``restart_on_boost``).
+   ``scaling="decay"`` in ``olaf run`` applies ``d**k`` alone, the baseline that shows
+   what the detector adds.
 4. **Workers.** ``I_k = clip(round(I_max * S_k), I_min, I_max)``; the runner activates
    that many logical workers. ``WorkerSeconds`` integrates active workers over wall
    time: the cost the policy is judged on.
@@ -361,6 +368,11 @@ class BoostConfig:
     """Recent transitions the policy loss is evaluated on."""
     ratio_cap: float = 1e3
     """|R| bound, and R when the loss shows no negative curvature."""
+    round_iterations: int = 50
+    """PS training iterations (full-model updates) per step of ``k`` in ``d**k`` (ours:
+    about 2-3 s of training at the default pull rate, so the decay spans a run)."""
+    restart_on_boost: bool = True
+    """A detected boost (full window, newest ratio its lowest) restarts ``k`` at 0."""
 
     def __post_init__(self) -> None:
         checks = [
@@ -371,6 +383,7 @@ class BoostConfig:
             (self.probes >= 1, "probes must be >= 1"),
             (self.sample_transitions >= 2, "sample_transitions must be >= 2"),
             (self.ratio_cap > 0, "ratio_cap must be > 0"),
+            (self.round_iterations >= 1, "round_iterations must be >= 1"),
         ]
         for ok, message in checks:
             if not ok:
@@ -415,6 +428,9 @@ class BoostScheduler:
         self.meter = WorkerSeconds(self.max_workers, now)
         self.ratios: deque[float] = deque(maxlen=self.config.window)
         self.rounds: list[BoostRound] = []
+        self.restarts = 0
+        """Boosts detected: times ``k`` restarted at 0."""
+        self._origin = 0
         self._last = now
         import torch
 
@@ -439,12 +455,27 @@ class BoostScheduler:
                            detector_cpu_s=time.thread_time() - began_cpu)
 
     def record(self, lambda_max: float, lambda_min: float, detector_s: float = 0.0,
-               now: float | None = None, *, detector_cpu_s: float = 0.0) -> BoostRound:
-        """Score a round from given eigenvalues and move the worker count."""
+               now: float | None = None, *, detector_cpu_s: float = 0.0,
+               iteration: int | None = None) -> BoostRound:
+        """Score a round from given eigenvalues and move the worker count.
+
+        ``iteration`` is the PS's training iteration; ``k`` counts them in units of
+        ``round_iterations`` since the start or the last detected boost. Without it ``k``
+        is the number of the round (the bare score schedule of the unit tests).
+        """
         now = self.clock() if now is None else now
         ratio = curvature_ratio(lambda_max, lambda_min, self.config.ratio_cap)
         self.ratios.append(ratio)
-        k = len(self.rounds)
+        if iteration is None:
+            k = len(self.rounds)
+        else:
+            window = list(self.ratios)
+            boost = (len(window) == self.config.window and max(window) > min(window)
+                     and ratio == min(window))
+            if boost and self.config.restart_on_boost:
+                self._origin = iteration
+                self.restarts += 1
+            k = max(iteration - self._origin, 0) // self.config.round_iterations
         score = boosting_score(list(self.ratios), k, self.config.decay)
         workers = active_workers(score, self.config.min_workers, self.max_workers)
         self.meter.set(workers, now)
@@ -481,5 +512,6 @@ class BoostScheduler:
             "detector_mean_cpu_ms": (1e3 * float(np.mean([r.detector_cpu_s for r in self.rounds]))
                                      if self.rounds else math.nan),
             "ratio_last": self.rounds[-1].ratio if self.rounds else math.nan,
+            "restarts": self.restarts,
             "score_last": self.rounds[-1].score if self.rounds else math.nan,
         }

@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from dataclasses import replace
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from olaf.drl.boosting import BoostConfig
-from olaf.drl.config import AGGREGATIONS, SCALINGS, A2CConfig, RunConfig
+from olaf.drl.config import AGGREGATIONS, ALGOS, SCALINGS, A2CConfig, ImpactConfig, RunConfig
 from olaf.drl.staleness import StalenessConfig
 
-DEFAULT_TARGETS = {"CartPole-v1": 195.0, "LunarLander-v3": -100.0}
-"""Target mean returns ``olaf compare`` uses when none is given: CartPole's classic
-"solved" bar, and for LunarLander a level its learner reaches within minutes on 2 cores
-(the 200 "solved" bar takes far longer than these runs)."""
+TARGET_HELP = ("greedy-evaluation mean return that ends the run (default: the environment's "
+               "spec.reward_threshold, 475 CartPole-v1, 200 LunarLander-v3)")
 
 
 def usage_error(message: str) -> NoReturn:
@@ -23,8 +22,10 @@ def usage_error(message: str) -> NoReturn:
     raise SystemExit(2)
 
 
-def add_run_arguments(parser: argparse.ArgumentParser, *, duration: float) -> None:
+def add_run_arguments(parser: argparse.ArgumentParser, *, duration: float,
+                      total_steps: int | None = None) -> None:
     d = RunConfig()
+    total_steps = d.total_steps if total_steps is None else total_steps
     parser.add_argument("--env", default=d.env_id,
                         help=f"gymnasium id, Box observations, Discrete actions (default {d.env_id})")
     parser.add_argument("--workers", type=int, default=d.workers,
@@ -42,14 +43,30 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, duration: float) -> No
     parser.add_argument("--feedback-ttl-ms", type=float, default=d.feedback_ttl_ms, metavar="MS",
                         help="workers' P_s: ACK feedback older than this no longer counts and the "
                         f"next update is a probe, DESIGN.md §4 (default {d.feedback_ttl_ms:g})")
+    parser.add_argument("--total-steps", type=int, default=total_steps,
+                        help=f"budget in environment steps, all workers (default {total_steps:,})")
     parser.add_argument("--duration", type=float, default=duration,
-                        help=f"wall-clock budget in seconds (default {duration:g})")
-    parser.add_argument("--target-reward", type=float, default=None,
-                        help="stop once the mean return of the last 20 episodes reaches this")
-    parser.add_argument("--lr", type=float, default=A2CConfig().learning_rate,
-                        help=f"Adam learning rate at the PS (default {A2CConfig().learning_rate:g})")
-    parser.add_argument("--hidden", type=int, default=A2CConfig().hidden,
-                        help=f"hidden layer width (default {A2CConfig().hidden})")
+                        help=f"wall-clock cap in seconds (default {duration:g})")
+    parser.add_argument("--target-reward", type=float, default=None, help=TARGET_HELP)
+    parser.add_argument("--eval-every", type=int, default=d.eval_every,
+                        help=f"env steps between greedy evaluations (default {d.eval_every:,})")
+    parser.add_argument("--eval-episodes", type=int, default=d.eval_episodes,
+                        help=f"episodes per evaluation (default {d.eval_episodes})")
+    learner = parser.add_argument_group("learner (docs/learner.md)")
+    learner.add_argument("--algo", choices=ALGOS, default=d.algo,
+                         help=f"impact (clipped surrogate + V-trace) or a2c (default {d.algo})")
+    learner.add_argument("--envs-per-worker", type=int, default=None,
+                         help="IMPACT: environments per worker, gymnasium.vector "
+                         f"(default {ImpactConfig().envs_per_worker})")
+    learner.add_argument("--lr", type=float, default=None,
+                         help=f"Adam learning rate at the PS (default: impact "
+                         f"{ImpactConfig().learning_rate:g}, a2c {A2CConfig().learning_rate:g})")
+    learner.add_argument("--hidden", type=int, default=None,
+                         help=f"hidden layer width (default {ImpactConfig().hidden})")
+    learner.add_argument("--set", action="append", default=[], metavar="algo.NAME=VALUE",
+                         dest="algo_set",
+                         help="any hyperparameter of the selected learner, e.g. algo.clip=0.2 "
+                         "(repeatable; names in docs/learner.md)")
     add_policy_arguments(parser)
 
 
@@ -70,11 +87,16 @@ def add_policy_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--is-rho", type=float, default=s.rho,
                        help=f"truncation rho of the importance weight (default {s.rho:g})")
     group.add_argument("--scaling", choices=SCALINGS, default=d.scaling,
-                       help=f"worker scaling: fixed or boost (default {d.scaling})")
+                       help="worker scaling: fixed, boost (detector) or decay (its d^k schedule "
+                       f"alone) (default {d.scaling})")
     group.add_argument("--min-workers", type=int, default=b.min_workers,
                        help=f"I_min of boost scaling (default {b.min_workers}; I_max is --workers)")
     group.add_argument("--boost-period", type=float, default=d.boost_period,
-                       help=f"seconds between boosting-detector rounds (default {d.boost_period:g})")
+                       help="seconds between curvature probes of the detector "
+                       f"(default {d.boost_period:g}); rounds k count PS training iterations")
+    group.add_argument("--round-iterations", type=int, default=b.round_iterations,
+                       help="PS training iterations (full-model updates) per scaling round k "
+                       f"(default {b.round_iterations})")
     group.add_argument("--boost-decay", type=float, default=b.decay,
                        help=f"d in S_k (default {b.decay:g})")
     group.add_argument("--boost-window", type=int, default=b.window,
@@ -92,7 +114,8 @@ def policies_from_args(args: argparse.Namespace) -> dict:
         "scaling": args.scaling,
         "boost": BoostConfig(window=args.boost_window, decay=args.boost_decay,
                              min_workers=args.min_workers,
-                             lanczos_iterations=args.lanczos_iterations),
+                             lanczos_iterations=args.lanczos_iterations,
+                             round_iterations=args.round_iterations),
         "boost_period": args.boost_period,
     }
 
@@ -103,17 +126,80 @@ def config_from_args(args: argparse.Namespace, *, mode: str, seed: int,
     """A RunConfig, or exit 2 with a one-line message on bad values. ``always_send``:
     workers send every update in olaf mode too (the OLAF queue without P_s)."""
     try:
-        learner = A2CConfig(learning_rate=args.lr, hidden=args.hidden)
+        impact, learner = algo_configs(args)
         return RunConfig(env_id=args.env, workers=args.workers, processes=args.processes,
                          mode=mode, always_send=always_send,
                          feedback_ttl_ms=args.feedback_ttl_ms,
                          pull_rate=args.pull_rate, capacity=args.capacity,
                          values=args.values, shuffle_blocks=args.shuffle_blocks,
-                         duration=args.duration, target_reward=target,
-                         stop_at_target=stop_at_target, seed=seed, learner=learner,
+                         duration=args.duration, total_steps=args.total_steps,
+                         eval_every=args.eval_every, eval_episodes=args.eval_episodes,
+                         target_reward=target, stop_at_target=stop_at_target, seed=seed,
+                         algo=args.algo, impact=impact, learner=learner,
                          **policies_from_args(args))
     except ValueError as exc:
         usage_error(f"olaf: error: {exc}")
+
+
+def parse_set(items: list[str], config: Any) -> dict[str, Any]:
+    """``algo.NAME=VALUE`` items as keyword arguments of ``config``'s dataclass (ValueError
+    naming the item on an unknown name or a value of the wrong type)."""
+    fields = {f.name: f for f in dataclasses.fields(config)}
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        name = key.strip().removeprefix("algo.")
+        if not sep or not key.strip().startswith("algo.") or not text.strip():
+            raise ValueError(f"--set {item!r}: expected algo.NAME=VALUE")
+        if name not in fields:
+            raise ValueError(f"--set {item!r}: {type(config).__name__} has no {name!r}; "
+                             f"known: {', '.join(fields)}")
+        current = getattr(config, name)
+        text = text.strip()
+        try:
+            if isinstance(current, bool):
+                if text.lower() not in ("true", "false", "1", "0"):
+                    raise ValueError
+                value: Any = text.lower() in ("true", "1")
+            elif isinstance(current, int):
+                value = int(text)
+            elif isinstance(current, float):
+                value = float(text)
+            elif isinstance(current, tuple):
+                value = tuple(float(v) for v in text.split(","))
+            else:
+                value = type(current)(text)
+        except ValueError:
+            raise ValueError(f"--set {item!r}: {text!r} is not a valid "
+                             f"{type(current).__name__}") from None
+        out[name] = value
+    return out
+
+
+def algo_configs(args: argparse.Namespace) -> tuple[ImpactConfig, A2CConfig]:
+    """The two learners' configurations, the selected one with the flags and ``--set`` applied."""
+    common: dict[str, Any] = {}
+    if args.lr is not None:
+        common["learning_rate"] = args.lr
+    if args.hidden is not None:
+        common["hidden"] = args.hidden
+    impact, a2c = ImpactConfig(), A2CConfig()
+    if args.algo == "impact":
+        if args.envs_per_worker is not None:
+            common["envs_per_worker"] = args.envs_per_worker
+        impact = replace(impact, **{**common, **parse_set(args.algo_set, impact)})
+    else:
+        if args.envs_per_worker is not None:
+            raise ValueError("--envs-per-worker is an option of --algo impact")
+        a2c = replace(a2c, **{**common, **parse_set(args.algo_set, a2c)})
+    return impact, a2c
+
+
+def resolve_target(args: argparse.Namespace) -> float | None:
+    """``--target-reward``, else the environment's ``spec.reward_threshold``."""
+    from olaf.drl.evaluation import default_target
+
+    return args.target_reward if args.target_reward is not None else default_target(args.env)
 
 
 def check_env(cfg: RunConfig) -> RunConfig:

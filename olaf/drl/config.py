@@ -1,5 +1,5 @@
-"""Hyperparameters of the asynchronous advantage actor-critic (A3C-style A2C) learner
-and of one ``olaf run`` experiment.
+"""Hyperparameters of the two learners (IMPACT, the default, and A2C) and of one
+``olaf run`` experiment.
 
 Every field carries its own docstring so that ``olaf run --help`` and the docs can
 point here instead of repeating the numbers.
@@ -15,7 +15,8 @@ from worker_transport.policy import DEFAULT_FEEDBACK_TTL_MS
 from worker_transport.protocol import DEFAULT_FRAC_BITS, MAX_VALUES_P4
 
 AGGREGATIONS = ("plain", "staleness-aware")
-SCALINGS = ("fixed", "boost")
+SCALINGS = ("fixed", "boost", "decay")
+ALGOS = ("impact", "a2c")
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,78 @@ class A2CConfig:
 
 
 @dataclass(frozen=True)
+class ImpactConfig:
+    """Hyperparameters of the IMPACT learner (olaf.drl.impact), each with where its default
+    comes from. Set any of them with ``olaf run --set algo.NAME=VALUE``."""
+
+    hidden: int = 32
+    """Width of the two tanh hidden layers of the actor and of the critic. CleanRL's PPO
+    uses 64; 32 keeps a CartPole gradient at 40 blocks of 64 values, and the PS's pull rate
+    counts blocks."""
+    rollout_steps: int = 32
+    """Steps per environment per gradient (IMPALA's unroll length is 20, RLlib APPO's
+    rollout_fragment_length 50; 32 as the A2C learner)."""
+    envs_per_worker: int = 4
+    """Environments a worker steps together (gymnasium.vector), so one gradient carries
+    ``envs_per_worker * rollout_steps`` transitions (CleanRL PPO's CartPole num_envs = 4)."""
+    gamma: float = 0.99
+    """Discount factor (IMPALA, CleanRL PPO, RLlib APPO)."""
+    vtrace_lambda: float = 0.95
+    """lambda of V-trace's traces ``c_s = lambda * min(c_bar, ratio)`` (IMPALA §4.2 allows
+    lambda < 1; 0.95 is CleanRL PPO's gae_lambda, to which V-trace reduces on-policy)."""
+    rho_bar: float = 1.0
+    """Truncation of V-trace's importance weights in the value targets (IMPALA: 1)."""
+    c_bar: float = 1.0
+    """Truncation of V-trace's traces (IMPALA: 1)."""
+    clip: float = 0.2
+    """epsilon of the clipped surrogate ``min(r A, clip(r, 1-eps, 1+eps) A)`` with
+    ``r = pi_theta / mu`` (CleanRL PPO clip_coef 0.2; IMPACT and RLlib APPO use 0.4)."""
+    normalize_advantages: bool = True
+    """Advantages are normalised to zero mean, unit std per gradient (CleanRL PPO norm_adv)."""
+    entropy_coef: float = 0.01
+    """Weight of the entropy bonus (CleanRL PPO ent_coef 0.01; RLlib APPO 0.01)."""
+    value_coef: float = 0.5
+    """Weight of the critic's squared error against the V-trace target (CleanRL PPO
+    vf_coef 0.5; RLlib APPO vf_loss_coeff 0.5)."""
+    actor_max_grad_norm: float = 0.5
+    """L2 clip of the actor's gradient, clipped apart from the critic's (CleanRL PPO's
+    max_grad_norm 0.5, applied per network: one joint clip lets the critic's large
+    errors shrink the policy gradient to ~1 % of itself)."""
+    critic_max_grad_norm: float = 0.5
+    """L2 clip of the critic's gradient (CleanRL PPO max_grad_norm 0.5)."""
+    learning_rate: float = 5e-4
+    """Adam step size at the parameter server (RLlib APPO lr 5e-4)."""
+    adam_betas: tuple[float, float] = (0.9, 0.999)
+    """Adam's moment decay rates (PyTorch/CleanRL defaults)."""
+    adam_eps: float = 1e-5
+    """Adam's denominator epsilon (CleanRL PPO 1e-5)."""
+    reward_window: int = 10
+    """Episodes in a worker's "recent mean episode return", the reward it sends (OLAF)."""
+
+    def __post_init__(self) -> None:
+        checks = [
+            (self.hidden >= 1, "hidden must be >= 1"),
+            (self.rollout_steps >= 1, "rollout_steps must be >= 1"),
+            (self.envs_per_worker >= 1, "envs_per_worker must be >= 1"),
+            (0.0 < self.gamma <= 1.0, "gamma must be in (0, 1]"),
+            (0.0 <= self.vtrace_lambda <= 1.0, "vtrace_lambda must be in [0, 1]"),
+            (self.rho_bar > 0 and self.c_bar > 0, "rho_bar and c_bar must be > 0"),
+            (0.0 < self.clip < 1.0, "clip must be in (0, 1)"),
+            (self.entropy_coef >= 0 and self.value_coef >= 0, "coefficients must be >= 0"),
+            (self.actor_max_grad_norm > 0 and self.critic_max_grad_norm > 0,
+             "max grad norms must be > 0"),
+            (self.learning_rate > 0, "learning_rate must be > 0"),
+            (all(0.0 <= b < 1.0 for b in self.adam_betas) and len(self.adam_betas) == 2,
+             "adam_betas must be two values in [0, 1)"),
+            (self.adam_eps > 0, "adam_eps must be > 0"),
+            (self.reward_window >= 1, "reward_window must be >= 1"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(message)
+
+
+@dataclass(frozen=True)
 class RunConfig:
     """One experiment: switch, parameter server and workers on this machine."""
 
@@ -93,15 +166,23 @@ class RunConfig:
     """V, gradient values per block."""
     frac_bits: int = DEFAULT_FRAC_BITS
     """Fixed-point fraction bits of values and reward."""
-    duration: float = 150.0
-    """Wall-clock budget in seconds; the run ends earlier once ``target_reward`` is met."""
+    duration: float = 180.0
+    """Wall-clock cap in seconds: the run ends at ``total_steps``, at the target, or here,
+    whichever comes first (env steps measure the method, wall time the machine)."""
+    total_steps: int = 1_000_000
+    """Budget in environment steps over all workers."""
+    eval_every: int = 10_000
+    """Environment steps between greedy evaluations of the PS's weights."""
+    eval_episodes: int = 10
+    """Episodes per evaluation, run side by side on separate environments."""
     target_reward: float | None = None
-    """Stop when the mean return of the last ``target_window`` episodes reaches this."""
+    """Stop when a greedy evaluation's mean return reaches this (``olaf run`` defaults it to
+    the environment's ``spec.reward_threshold``); None: no target."""
     stop_at_target: bool = True
-    """End the run when the target is reached; ``olaf compare`` keeps running to
-    ``duration`` so that every run also has a final return over the same budget."""
+    """End the run when the target is reached; ``olaf compare`` keeps running to its budget
+    so that every run also has a final return over the same budget."""
     target_window: int = 20
-    """Episodes (over all workers) in the running mean that the target is checked on."""
+    """Training episodes (over all workers) in the rolling mean shown beside evaluations."""
     broadcast_period: float = 0.05
     """Seconds between weight publications of the parameter server."""
     controller_interval: float = 0.5
@@ -114,8 +195,12 @@ class RunConfig:
     """DATA blocks in the controller's "recent" mean reward."""
     seed: int = 0
     """Seeds torch, numpy, the environments and the senders' P_s draws."""
+    algo: str = "impact"
+    """Learner: ``impact`` (olaf.drl.impact, clipped surrogate + V-trace) or ``a2c``."""
+    impact: ImpactConfig = field(default_factory=ImpactConfig)
+    """Hyperparameters of the IMPACT learner."""
     learner: A2CConfig = field(default_factory=A2CConfig)
-    """Learner hyperparameters."""
+    """Hyperparameters of the A2C learner."""
     aggregation: str = "plain"
     """PS policy: ``plain`` applies each DATA block as it arrives; ``staleness-aware``
     holds and weights blocks by staleness (olaf.drl.staleness) and makes workers use the
@@ -124,7 +209,8 @@ class RunConfig:
     """Parameters of the staleness-aware policy."""
     scaling: str = "fixed"
     """Worker policy: ``fixed`` keeps every worker active; ``boost`` activates as many as
-    the boosting detector asks for (olaf.drl.boosting)."""
+    the boosting detector asks for (olaf.drl.boosting); ``decay`` follows only the
+    ``d**k`` schedule, without the detector (the baseline that isolates the detector)."""
     boost: BoostConfig = field(default_factory=BoostConfig)
     """Parameters of boosting detection and worker scaling."""
     boost_period: float = 1.0
@@ -135,7 +221,11 @@ class RunConfig:
             (self.aggregation in AGGREGATIONS, f"aggregation must be one of {AGGREGATIONS}"),
             (self.scaling in SCALINGS, f"scaling must be one of {SCALINGS}"),
             (self.boost_period > 0, "boost_period must be > 0"),
-            (self.scaling != "boost" or self.boost.min_workers <= self.workers,
+            (self.algo in ALGOS, f"algo must be one of {ALGOS}"),
+            (self.total_steps >= 1, "total_steps must be >= 1"),
+            (self.eval_every >= 1, "eval_every must be >= 1"),
+            (self.eval_episodes >= 1, "eval_episodes must be >= 1"),
+            (self.scaling == "fixed" or self.boost.min_workers <= self.workers,
              "min_workers must be <= workers"),
             (self.workers >= 1, "workers must be >= 1"),
             (self.processes >= 0, "processes must be >= 0"),
@@ -164,6 +254,11 @@ class RunConfig:
     def variant(self) -> str:
         """``olaf``, ``olaf-always`` (OLAF queue, workers always send) or ``fifo``."""
         return "olaf-always" if self.mode == "olaf" and self.always_send else self.mode
+
+    @property
+    def algo_config(self) -> ImpactConfig | A2CConfig:
+        """Hyperparameters of the selected learner (the PS reads its Adam settings here)."""
+        return self.impact if self.algo == "impact" else self.learner
 
     @property
     def worker_processes(self) -> int:

@@ -40,9 +40,11 @@ def _outcomes(snap: Snapshot) -> str:
 class Progress:
     """Call with each ``Snapshot``; use as a context manager around the run."""
 
-    def __init__(self, title: str, duration: float, console: Console | None = None) -> None:
+    def __init__(self, title: str, duration: float, console: Console | None = None,
+                 total_steps: int | None = None) -> None:
         self.title = title
         self.duration = duration
+        self.total_steps = total_steps
         self.console = console or Console()
         self.live_mode = self.console.is_terminal
         self._live: Live | None = None
@@ -67,9 +69,11 @@ class Progress:
             table.add_row("status", "starting workers...")
             return table
         table.add_row("elapsed", f"{snap.elapsed:.1f} s of {self.duration:g} s")
-        table.add_row("env steps", _fmt(snap.env_steps))
+        table.add_row("env steps", _fmt(snap.env_steps) + (
+            f" of {self.total_steps:,}" if self.total_steps else ""))
         table.add_row("episodes", _fmt(snap.episodes))
-        table.add_row("mean return", _fmt(snap.mean_return))
+        table.add_row("mean return (training)", _fmt(snap.mean_return))
+        table.add_row("greedy evaluation", _fmt(snap.eval_return))
         table.add_row("AoM", f"{_fmt(snap.aom_ms)} ms")
         table.add_row("queue", f"{snap.occupied}/{snap.capacity} slots")
         table.add_row("model version", f"{snap.model_version:,} ({snap.blocks_applied:,} blocks)")
@@ -86,6 +90,7 @@ class Progress:
         elif snap.elapsed - self._last_line >= LINE_PERIOD:
             self._last_line = snap.elapsed
             print(f"[{snap.elapsed:6.1f}s] steps={snap.env_steps:,} return={_fmt(snap.mean_return)}"
+                  f" eval={_fmt(snap.eval_return)}"
                   f" AoM={_fmt(snap.aom_ms)}ms queue={snap.occupied}/{snap.capacity} "
                   f"v={snap.model_version} updates sent={snap.updates_sent:,} "
                   f"skipped={snap.updates_skipped:,} probes={snap.updates_probes:,} "
@@ -93,14 +98,20 @@ class Progress:
 
 
 SUMMARY_ROWS = (
+    ("learner", "algo", 0),
     ("stopped by", "stopped_by", 0),
     ("wall time (s)", "wall_time_s", 1),
+    ("target (greedy evaluation)", "target_reward", 1),
     ("time to target (s)", "time_to_target_s", 1),
+    ("env steps to target", "steps_to_target", 0),
+    ("evaluations", "evaluations", 0),
+    ("best greedy evaluation", "best_eval_return", 1),
+    ("final greedy evaluation", "final_eval_return", 1),
     ("env steps", "env_steps", 0),
     ("episodes", "episodes", 0),
-    ("initial mean return", "initial_return", 1),
-    ("final mean return", "final_return", 1),
-    ("best mean return", "best_return", 1),
+    ("initial mean return (training)", "initial_return", 1),
+    ("final mean return (training)", "final_return", 1),
+    ("best mean return (training)", "best_return", 1),
     ("AoM mean (ms)", "aom_mean_ms", 2),
     ("AoM p99 (ms)", "aom_p99_ms", 2),
     ("update age mean (ms)", "update_age_mean_ms", 1),
@@ -154,7 +165,8 @@ def summary_table(summary: dict[str, Any]) -> Table:
 COMPARE_COLUMNS = (
     ("mode", "mode"), ("workers send", "send"), ("seeds", "seeds"), ("reached", "reached"),
     ("time to target (s)", "ttt"), ("env steps to target", "steps"),
-    ("final return", "final"), ("AoM mean (ms)", "aom_mean"), ("AoM p99 (ms)", "aom_p99"),
+    ("final eval return", "final_eval"), ("final training return", "final"),
+    ("AoM mean (ms)", "aom_mean"), ("AoM p99 (ms)", "aom_p99"),
     ("AoM per-worker spread (ms)", "aom_spread"), ("bytes from workers", "worker_bytes"),
     ("skipped share", "skipped"), ("bytes to PS", "bytes"), ("mean agg_count", "agg"),
 )

@@ -6,8 +6,11 @@
 * ``scaling="boost"``: every ``boost_period`` the first worker process estimates the
   extreme Hessian eigenvalues of the policy loss on its recent trajectories with the
   newest weights (``CurvatureProbe``) and reports them; ``record_curvature`` scores the
-  round (``BoostScheduler``) and writes the number of active logical workers into a
-  shared flag array the worker processes read before each rollout.
+  round (``BoostScheduler``, ``k`` from the PS's training iterations) and writes the
+  number of active logical workers into a shared flag array the worker processes read
+  before each rollout.
+* ``scaling="decay"``: the same flags follow ``I_max * d**k`` alone, ``k`` counted the
+  same way, with no detector: the baseline that isolates the detector's effect.
 
 Both are off by default; with both off this object only applies blocks and accounts
 worker-seconds (every worker active all the time), so the summaries of every run
@@ -17,13 +20,14 @@ carry the same keys.
 from __future__ import annotations
 
 import math
+import time
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from olaf.drl.boosting import BoostScheduler, WorkerSeconds
+from olaf.drl.boosting import BoostScheduler, WorkerSeconds, active_workers
 from olaf.drl.config import RunConfig
 from olaf.drl.staleness import StalenessAwareAggregator, distribution
 
@@ -40,8 +44,9 @@ class RunPolicies:
         self.aggregator = (StalenessAwareAggregator(ps.num_blocks, cfg.values, cfg.staleness)
                            if cfg.aggregation == "staleness-aware" else None)
         self.scheduler: BoostScheduler | None = None
-        if cfg.scaling == "boost" and active is None:
-            raise ValueError("boost scaling needs the shared active-worker flags")
+        if cfg.scaling != "fixed" and active is None:
+            raise ValueError(f"{cfg.scaling} scaling needs the shared active-worker flags")
+        self.decay_k = 0
         self.meter: WorkerSeconds | None = None
         self._end: float | None = None
 
@@ -65,14 +70,22 @@ class RunPolicies:
             return
         for i, (b, a, m) in enumerate(zip(block_ids, agg_counts, model_versions, strict=True)):
             for release in self.aggregator.offer(b, values[i], a, m, current_version):
-                self.ps.apply_block(release.block_id, release.gradient)
+                self.ps.apply_block(release.block_id, release.gradient, release.lr_scale)
 
     # -- the main loop ------------------------------------------------------------------
-    def tick(self) -> None:
-        """Release the holds that expired."""
+    def tick(self, now: float | None = None) -> None:
+        """Release the holds that expired; with decay scaling, follow ``d**k``."""
+        if self.cfg.scaling == "decay" and self.meter is not None and self._end is None:
+            b = self.cfg.boost
+            k = self.ps.iterations // b.round_iterations
+            if k != self.decay_k:
+                self.decay_k = k
+                workers = active_workers(b.decay**k, b.min_workers, self.cfg.workers)
+                self.meter.set(workers, time.time() if now is None else now)
+                self._set_active(workers)
         if self.aggregator is not None:
             for release in self.aggregator.poll(self.ps.model_version):
-                self.ps.apply_block(release.block_id, release.gradient)
+                self.ps.apply_block(release.block_id, release.gradient, release.lr_scale)
 
     def record_curvature(self, lambda_max: float, lambda_min: float, detector_s: float,
                          now: float, detector_cpu_s: float = 0.0) -> int:
@@ -82,7 +95,7 @@ class RunPolicies:
         if self._end is not None:
             return self.scheduler.active
         row = self.scheduler.record(lambda_max, lambda_min, detector_s, now,
-                                    detector_cpu_s=detector_cpu_s)
+                                    detector_cpu_s=detector_cpu_s, iteration=self.ps.iterations)
         self._set_active(row.workers)
         return row.workers
 
@@ -138,6 +151,7 @@ class RunPolicies:
             boost = self.scheduler.stats(end)
             out.update({
                 "boost_rounds": boost["rounds"],
+                "boost_restarts": boost["restarts"],
                 "detector_overhead_share": boost["detector_overhead_share"],
                 "detector_mean_ms": boost["detector_mean_ms"],
                 "detector_mean_cpu_ms": boost["detector_mean_cpu_ms"],

@@ -10,6 +10,7 @@ Files of one run:
 * ``workers.csv``: per worker, updates sent, skipped and probes, skipped share, mean P_s,
   blocks sent, acknowledged and lost;
 * ``episodes.csv``: every finished episode (time, env steps, worker, return, length);
+* ``evaluations.csv``: every greedy evaluation (time, env steps, mean, std, model version);
 * ``data.csv``: every DATA block the PS applied (time, block, agg_count, staleness, reward);
 * ``aom.csv``: the global AoM samples;
 * ``return_vs_time.png``, ``return_vs_steps.png``, ``aom.png`` (over time and its CDF),
@@ -30,6 +31,9 @@ import numpy as np
 from olaf.drl.runner import RunResult, result_json, rolling_returns, worker_tx
 from worker_transport.protocol import Outcome
 
+LEARNER_COLUMNS = ("policy_loss", "value_loss", "entropy", "actor_grad_norm", "critic_grad_norm",
+                   "clip_fraction")
+"""Learner statistics in the timeline (means over the gradients since the previous row)."""
 MODE_COLORS = {"olaf": "tab:blue", "fifo": "tab:orange", "olaf-always": "tab:green"}
 
 
@@ -69,22 +73,27 @@ def write_metrics(result: RunResult, out: Path) -> list[Path]:
     """Write the CSV and JSON files of one run into ``out``; returns their paths."""
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / n for n in ("summary.json", "timeline.csv", "episodes.csv", "data.csv",
-                               "aom.csv", "workers.csv")]
+                               "aom.csv", "workers.csv", "evaluations.csv")]
     write_json(paths[0], result_json(result))
     names = [o.name for o in Outcome]
     _write_csv(
         paths[1],
         ["elapsed_s", "env_steps", "episodes", "mean_return", "aom_ms", "occupied", "capacity",
          "model_version", "blocks_applied", "threshold", "updates_sent", "updates_skipped",
-         "updates_probes", "p_s_mean", *[n.lower() for n in names]],
+         "updates_probes", "p_s_mean", "eval_return", *LEARNER_COLUMNS,
+         *[n.lower() for n in names]],
         [[s.elapsed, s.env_steps, s.episodes, s.mean_return, s.aom_ms, s.occupied, s.capacity,
           s.model_version, s.blocks_applied, "" if s.threshold is None else s.threshold,
           s.updates_sent, s.updates_skipped, s.updates_probes,
           "" if not math.isfinite(s.p_s_mean) else s.p_s_mean,
+          "" if not math.isfinite(s.eval_return) else s.eval_return,
+          *[s.learner.get(c, "") for c in LEARNER_COLUMNS],
           *[s.outcomes.get(n, 0) for n in names]]
          for s in result.timeline],
     )
     _write_csv(paths[2], ["time_s", "env_steps", "worker", "return", "length"], result.episodes)
+    _write_csv(paths[6], ["time_s", "env_steps", "eval_mean", "eval_std", "model_version"],
+               result.evaluations)
     _write_csv(paths[3], ["time_s", "block_id", "agg_count", "staleness_versions", "reward"],
                result.data)
     _write_csv(paths[4], ["t_ms", "global_aom_ms"],
@@ -119,13 +128,17 @@ def write_plots(result: RunResult, out: Path) -> list[Path]:
     raw_steps = [e[1] for e in result.episodes]
     raw_ret = [e[3] for e in result.episodes]
     paths = []
-    for name, x_raw, x, label in (
-        ("return_vs_time.png", raw_t, t, "wall time (s)"),
-        ("return_vs_steps.png", raw_steps, steps, "environment steps (all workers)"),
+    ev = np.array([e[:4] for e in result.evaluations], np.float64).reshape(-1, 4)
+    for name, x_raw, x, x_eval, label in (
+        ("return_vs_time.png", raw_t, t, ev[:, 0], "wall time (s)"),
+        ("return_vs_steps.png", raw_steps, steps, ev[:, 1], "environment steps (all workers)"),
     ):
         fig, ax = plt.subplots(figsize=(7, 4))
-        ax.scatter(x_raw, raw_ret, s=3, alpha=0.25, color=color, label="episode return")
-        ax.plot(x, mean, color=color, lw=2, label=f"mean of last {cfg.target_window}")
+        ax.scatter(x_raw, raw_ret, s=3, alpha=0.25, color=color, label="training episode")
+        ax.plot(x, mean, color=color, lw=2, label=f"training, mean of last {cfg.target_window}")
+        if len(ev):
+            ax.errorbar(x_eval, ev[:, 2], yerr=ev[:, 3], color="black", lw=1.2, marker="o", ms=3,
+                        capsize=2, label="greedy evaluation (mean ± std)")
         if cfg.target_reward is not None:
             ax.axhline(cfg.target_reward, color="gray", ls="--", lw=1, label="target")
         ax.set_xlabel(label)
@@ -190,6 +203,10 @@ def write_compare_plot(results: Sequence[RunResult], path: Path) -> Path:
         labelled.add(mode)
         axes[0].plot(t, mean, color=color, lw=1.2, alpha=0.8, label=label)
         axes[1].plot(steps, mean, color=color, lw=1.2, alpha=0.8, label=label)
+        if r.evaluations:
+            ev = np.array([e[:3] for e in r.evaluations], np.float64)
+            axes[0].plot(ev[:, 0], ev[:, 2], color=color, lw=1, ls="--", alpha=0.8)
+            axes[1].plot(ev[:, 1], ev[:, 2], color=color, lw=1, ls="--", alpha=0.8)
         if len(r.aom_global_ms):
             v = np.sort(r.aom_global_ms)
             axes[2].plot(v, np.arange(1, len(v) + 1) / len(v), color=color, lw=1, alpha=0.8,
@@ -200,7 +217,7 @@ def write_compare_plot(results: Sequence[RunResult], path: Path) -> Path:
     for ax in axes[:2]:
         if cfg.target_reward is not None:
             ax.axhline(cfg.target_reward, color="gray", ls="--", lw=1)
-        ax.set_ylabel(f"mean return (last {cfg.target_window} episodes)")
+        ax.set_ylabel(f"return: training mean of {cfg.target_window} (solid), greedy eval (dashed)")
         ax.grid(alpha=0.3)
         ax.legend(loc="best")
     axes[0].set_xlabel("wall time (s)")

@@ -32,6 +32,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -70,6 +71,10 @@ class Snapshot:
     """Sent only because the worker's feedback had expired (DESIGN.md §4)."""
     p_s_mean: float = math.nan
     """Mean P_s of the workers' draws since the previous sample (NaN: no draw)."""
+    eval_return: float = math.nan
+    """Mean return of the latest greedy evaluation (NaN before the first)."""
+    learner: dict[str, float] = field(default_factory=dict)
+    """Mean loss terms and gradient norms of the gradients made since the previous sample."""
 
 
 @dataclass
@@ -101,7 +106,11 @@ class RunResult:
     final_return: float = math.nan
     """Mean of the last window of episodes, including those reported while the run shut down."""
     return_at_target: float = math.nan
-    """The rolling mean that first reached the target (NaN if it never did)."""
+    """The greedy evaluation that first reached the target (NaN if none did)."""
+    evaluations: list[tuple[float, int, float, float, int]] = field(default_factory=list)
+    """(time s, env steps, mean, std, model version) per greedy evaluation."""
+    final_eval_return: float = math.nan
+    """Greedy evaluation of the weights the run ended with."""
     stopped_by: str = "duration"
     switch_address: tuple[str, int] = ("", 0)
     weight_board: str = ""
@@ -134,7 +143,9 @@ class RunResult:
             "pull_rate": cfg.pull_rate,
             "capacity": cfg.capacity,
             "seed": cfg.seed,
+            "algo": cfg.algo,
             "target_reward": cfg.target_reward,
+            "total_steps_budget": cfg.total_steps,
             "wall_time_s": self.wall_time,
             "stopped_by": self.stopped_by,
             "time_to_target_s": self.time_to_target,
@@ -145,6 +156,11 @@ class RunResult:
             "final_return": self.final_return,
             "return_at_target": self.return_at_target,
             "best_return": float(rolling.max()) if len(rolling) else math.nan,
+            "evaluations": len(self.evaluations),
+            "eval_return_last": self.evaluations[-1][2] if self.evaluations else math.nan,
+            "best_eval_return": (max(e[2] for e in self.evaluations) if self.evaluations
+                                 else math.nan),
+            "final_eval_return": self.final_eval_return,
             "aom_mean_ms": self.aom.get("mean", math.nan),
             "aom_p99_ms": self.aom.get("p99", math.nan),
             "aom_fairness_gap_ms": self.aom.get("fairness_gap_ms", math.nan),
@@ -220,6 +236,25 @@ def rolling_returns(
     return t[w - 1 :], steps[w - 1 :], mean
 
 
+class LearnerStats:
+    """Running means of the ``Gradient.stats`` a worker process made since the last report."""
+
+    def __init__(self) -> None:
+        self._sums: dict[str, float] = {}
+        self._count = 0
+
+    def add(self, stats: dict[str, float]) -> None:
+        for k, v in stats.items():
+            self._sums[k] = self._sums.get(k, 0.0) + float(v)
+        self._count += 1
+
+    def take(self) -> dict[str, float]:
+        """The means so far (empty if none), and start over."""
+        out = {k: v / self._count for k, v in self._sums.items()} if self._count else {}
+        self._sums, self._count = {}, 0
+        return out
+
+
 # -- worker processes ----------------------------------------------------------------
 def _worker_main(
     cfg: RunConfig,
@@ -246,9 +281,9 @@ def _worker_main(
     """
     import torch
 
+    from olaf.drl.learners import make_worker
     from olaf.drl.model import build_model
     from olaf.drl.weights import WeightBoard
-    from olaf.drl.worker import RolloutWorker
     from worker_transport.policy import AlwaysSend, OlafPolicy
     from worker_transport.sender import Sender
     from worker_transport.transport import UdpTransport
@@ -257,7 +292,7 @@ def _worker_main(
     with contextlib.suppress(OSError):
         os.nice(WORKER_NICENESS)
     board = WeightBoard(num_params, name=board_name)
-    pool: list[tuple[RolloutWorker, Sender]] = []
+    pool: list[tuple[Any, Sender]] = []
     try:
         for w in worker_ids:
             policy = (OlafPolicy(feedback_ttl_ms=cfg.feedback_ttl_ms) if cfg.workers_use_p_s
@@ -266,8 +301,11 @@ def _worker_main(
                             values=cfg.values, frac_bits=cfg.frac_bits, policy=policy,
                             seed=cfg.seed * 1000 + w, ack_thread=False,
                             shuffle_blocks=cfg.shuffle_blocks)
-            worker = RolloutWorker(cfg.env_id, w, cfg.learner, cfg.seed * 1000 + w)
-            if cfg.aggregation == "staleness-aware":
+            worker = make_worker(cfg, w, cfg.seed * 1000 + w)
+            if cfg.algo == "impact":
+                # IMPACT takes the newest weights just before its loss, always.
+                worker.refresh = lambda version: board.read(newer_than=version)
+            elif cfg.aggregation == "staleness-aware":
                 worker.rho = cfg.staleness.rho
                 if cfg.staleness.refresh_before_loss:
                     worker.refresh = lambda version: board.read(newer_than=version)
@@ -277,7 +315,7 @@ def _worker_main(
             from olaf.drl.boosting import CurvatureProbe
 
             probe = CurvatureProbe(cfg.boost, cfg.boost_period, cfg.seed, time.monotonic())
-            probe_model = build_model(cfg.env_id, cfg.learner.hidden, cfg.seed)
+            probe_model = build_model(cfg.env_id, cfg.algo_config.hidden, cfg.seed)
         pid = os.getpid()
         events.put(("ready", pid))
         while not go.wait(0.1):
@@ -285,6 +323,7 @@ def _worker_main(
                 return
         episodes: list[tuple[float, int, float, int]] = []
         steps = 0
+        learner = LearnerStats()
         last_report = time.monotonic()
         while not stop.is_set():
             ran = False
@@ -301,6 +340,7 @@ def _worker_main(
                 now = time.time()
                 episodes.extend((now, worker.worker_id, e.ret, e.length) for e in grad.episodes)
                 steps += grad.steps
+                learner.add(grad.stats)
                 if probe is not None and worker.last_rollout is not None:
                     probe.add(*worker.last_rollout)
             if probe is not None and probe.due(time.monotonic()):
@@ -310,12 +350,12 @@ def _worker_main(
                 stop.wait(0.01)
             if time.monotonic() - last_report >= PROGRESS_PERIOD:
                 stats = [s.stats() for _, s in pool]
-                events.put(("progress", pid, steps, episodes, _tx_totals(stats)))
+                events.put(("progress", pid, steps, episodes, _tx_totals(stats), learner.take()))
                 episodes, steps, last_report = [], 0, time.monotonic()
         for _, sender in pool:
             sender.poll(0.05)
         stats = [s.stats() for _, s in pool]
-        events.put(("progress", pid, steps, episodes, _tx_totals(stats)))
+        events.put(("progress", pid, steps, episodes, _tx_totals(stats), learner.take()))
         events.put(("final", pid, stats))
     finally:
         for worker, sender in pool:
@@ -328,14 +368,19 @@ def _worker_main(
 def run_experiment(
     cfg: RunConfig,
     progress: Callable[[Snapshot], None] | None = None,
+    tensorboard: Path | None = None,
 ) -> RunResult:
-    """Run one experiment to its duration or target; see the module doc."""
+    """Run one experiment to its step budget, target or wall-clock cap; see the module doc.
+
+    ``tensorboard``: a directory for TensorBoard event files of the run's scalars.
+    """
     import torch
 
     from control_plane.controller import ThresholdLoop
     from dataplane.queue import OlafQueue, QueueConfig
     from dataplane.switch import UdpSwitch
     from olaf.drl.controller import RecentRewards, embedded_setter
+    from olaf.drl.evaluation import EVAL_SEED_OFFSET, evaluate_greedy, evaluator_main
     from olaf.drl.model import build_model
     from olaf.drl.policies import RunPolicies
     from olaf.drl.server import ParameterServer
@@ -345,18 +390,19 @@ def run_experiment(
     from worker_transport.transport import UdpTransport
 
     torch.set_num_threads(1)
-    model = build_model(cfg.env_id, cfg.learner.hidden, cfg.seed)
-    ps = ParameterServer(model.flat_parameters(), cfg.learner, cfg.values)
+    model = build_model(cfg.env_id, cfg.algo_config.hidden, cfg.seed)
+    ps = ParameterServer(model.flat_parameters(), cfg.algo_config, cfg.values)
     result = RunResult(cfg, num_parameters=len(ps.params), num_blocks=ps.num_blocks)
     qcfg = QueueConfig(capacity=cfg.capacity, values=cfg.values, max_clusters=1,
                        max_blocks=ps.num_blocks, frac_bits=cfg.frac_bits,
                        mode=Mode.OLAF if cfg.mode == "olaf" else Mode.FIFO)
     ctx = mp.get_context("spawn")
     events = ctx.Queue()
+    eval_requests = ctx.Queue()
     go = ctx.Event()
     stop = ctx.Event()
     procs: list[Any] = []
-    active = ctx.Array("b", [1] * cfg.workers, lock=False) if cfg.scaling == "boost" else None
+    active = ctx.Array("b", [1] * cfg.workers, lock=False) if cfg.scaling != "fixed" else None
     policies = RunPolicies(cfg, ps, active)
     board = WeightBoard(len(ps.params))
     switch = UdpSwitch(OlafQueue(qcfg), "127.0.0.1", 0)
@@ -364,6 +410,11 @@ def run_experiment(
     switch_thread, switch_stop = switch.start()
     receiver: Receiver | None = None
     receiver_error: BaseException | None = None
+    tb = None
+    if tensorboard is not None:
+        from olaf.drl.tensorboard import TensorBoardLog
+
+        tb = TensorBoardLog(tensorboard)
 
     # The controller loop, in process: ThresholdLoop's rule, the embedded switch as target.
     controller = ThresholdLoop(embedded_setter(switch, cfg.frac_bits), floor=cfg.threshold_floor,
@@ -397,6 +448,12 @@ def run_experiment(
             proc.start()
             procs.append(proc)
             result.worker_pids.append(proc.pid)
+        evaluator = ctx.Process(target=evaluator_main, name="olaf-evaluator", daemon=True,
+                                args=(cfg, board.name, len(ps.params), eval_requests, events, stop,
+                                      WORKER_NICENESS))
+        evaluator.start()
+        procs.append(evaluator)
+        result.worker_pids.append(evaluator.pid)
         _wait_ready(events, procs)
         # The clock starts when every worker is built: process start-up (importing torch)
         # is not training time, and AoM must not count it either.
@@ -408,7 +465,7 @@ def run_experiment(
         receiver.start()
         go.set()
         _main_loop(cfg, result, ps, board, controller, rewards, switch, receiver, events, procs,
-                   progress, t0, policies)
+                   progress, t0, policies, eval_requests, tb)
         policies.finish(time.time())
     finally:
         stop.set()
@@ -423,14 +480,17 @@ def run_experiment(
             if proc.is_alive():
                 proc.kill()
                 proc.join()
-        events.close()
-        events.join_thread()
+        for q in (events, eval_requests):
+            q.close()
+            q.join_thread()
         if receiver is not None:
             receiver.transport.close()
         switch_stop.set()
         switch_thread.join()
         switch.close()
         board.close()
+        if tb is not None:
+            tb.close()
     if receiver_error is not None:
         raise RuntimeError("the parameter server's receiver failed") from receiver_error
     result.senders = finals
@@ -444,6 +504,10 @@ def run_experiment(
         result.update_age_ms = series.ages_ms
     result.model_version, result.blocks_applied = ps.model_version, ps.blocks_applied
     result.policies = policies.stats([d[3] for d in result.data])
+    # The weights the run ended with, judged like every evaluation (workers are gone now).
+    model.load_flat_parameters(ps.params)
+    result.final_eval_return = float(evaluate_greedy(
+        model.policy, cfg.env_id, cfg.eval_episodes, EVAL_SEED_OFFSET - 1 - cfg.seed).mean())
     _, _, rolling = rolling_returns(result.episodes, cfg.target_window)
     if len(rolling):
         result.initial_return = float(rolling[0])
@@ -465,11 +529,15 @@ def _main_loop(
     progress: Callable[[Snapshot], None] | None,
     t0: float,
     policies: Any,
+    eval_requests: Any = None,
+    tb: Any = None,
 ) -> None:
     recent: deque[float] = deque(maxlen=cfg.target_window)
-    counters = {"steps": 0, "tx": {}, "policies": policies}
+    counters: dict[str, Any] = {"steps": 0, "tx": {}, "policies": policies, "learner": {},
+                                "eval_pending": False, "tb": tb, "target": cfg.target_reward}
     last_draws, last_p_sum = 0.0, 0.0
     next_publish = next_control = next_sample = time.time()
+    next_eval = 0
     while True:
         now = time.time()
         elapsed = now - t0
@@ -481,17 +549,19 @@ def _main_loop(
         if now >= next_publish:
             board.publish(*ps.snapshot())
             next_publish = now + cfg.broadcast_period
+        if (eval_requests is not None and not counters["eval_pending"]
+                and counters["steps"] >= next_eval):
+            # One evaluation at a time: a slow evaluator skips points, it never queues them.
+            board.publish(*ps.snapshot())
+            eval_requests.put((counters["steps"], elapsed))
+            counters["eval_pending"] = True
+            next_eval = counters["steps"] + cfg.eval_every
         policies.tick()
         if now >= next_control:
             controller.feed(rewards.snapshot())
             controller.step()
             next_control = now + cfg.controller_interval
-        reached = (cfg.target_reward is not None and len(recent) == cfg.target_window
-                   and float(np.mean(recent)) >= cfg.target_reward)
-        if reached and result.time_to_target is None:
-            result.time_to_target = elapsed
-            result.steps_to_target = counters["steps"]
-            result.return_at_target = float(np.mean(recent))
+        reached = result.time_to_target is not None
         if now >= next_sample or elapsed >= cfg.duration:
             receiver.aom.advance()
             series_tail = receiver.aom.series.global_ms
@@ -517,13 +587,21 @@ def _main_loop(
                 updates_skipped=int(tx["skipped"]),
                 updates_probes=int(tx["probes"]),
                 p_s_mean=p_s_mean,
+                eval_return=result.evaluations[-1][2] if result.evaluations else math.nan,
+                learner=_mean_learner(counters["learner"]),
             )
+            counters["learner"] = {}
             result.timeline.append(snap)
+            if tb is not None:
+                tb.snapshot(snap)
             if progress is not None:
                 progress(snap)
             next_sample = now + SAMPLE_PERIOD
         if reached and cfg.stop_at_target:
             result.stopped_by = "target"
+            return
+        if counters["steps"] >= cfg.total_steps:
+            result.stopped_by = "steps"
             return
         if elapsed >= cfg.duration:
             result.stopped_by = "duration"
@@ -535,21 +613,44 @@ def _main_loop(
         result.env_steps = counters["steps"]
 
 
+def _mean_learner(per_process: dict[int, dict[str, float]]) -> dict[str, float]:
+    """Mean over the worker processes that reported learner statistics since the last sample."""
+    keys = sorted({k for stats in per_process.values() for k in stats})
+    return {k: float(np.mean([s[k] for s in per_process.values() if k in s])) for k in keys}
+
+
 def _handle_event(
     event: tuple, result: RunResult, recent: deque[float], counters: dict, t0: float
 ) -> list[dict[str, Any]] | None:
     kind = event[0]
+    tb = counters.get("tb")
     if kind == "progress":
-        _, pid, steps, episodes, tx = event
+        _, pid, steps, episodes, tx, *rest = event
         counters["steps"] += steps
         result.env_steps = counters["steps"]
         for t, worker, ret, length in episodes:
             result.episodes.append((t - t0, counters["steps"], worker, ret, length))
             recent.append(ret)
+            if tb is not None:
+                tb.episode(ret, counters["steps"])
         counters["tx"][pid] = tx
+        if rest and rest[0] and "learner" in counters:
+            counters["learner"][pid] = rest[0]
         return None
     if kind == "final":
         return event[2]
+    if kind == "eval":
+        _, steps, elapsed, mean, std, version, _wall = event
+        result.evaluations.append((elapsed, steps, mean, std, version))
+        counters["eval_pending"] = False
+        if tb is not None:
+            tb.evaluation(mean, std, steps)
+        target = counters.get("target")
+        if target is not None and mean >= target and result.time_to_target is None:
+            # When the evaluated weights were taken, not when the evaluator finished.
+            result.time_to_target, result.steps_to_target = elapsed, steps
+            result.return_at_target = mean
+        return None
     if kind == "curvature":
         if "policies" in counters:
             _, _, lmax, lmin, wall_s, cpu_s = event

@@ -18,14 +18,14 @@ import threading
 
 import numpy as np
 
-from olaf.drl.config import A2CConfig
+from olaf.drl.config import A2CConfig, ImpactConfig
 from worker_transport.fixedpoint import num_blocks
 
 
 class ParameterServer:
     """Flat float32 weights, Adam state per parameter, a step count per block."""
 
-    def __init__(self, initial: np.ndarray, config: A2CConfig, values: int) -> None:
+    def __init__(self, initial: np.ndarray, config: A2CConfig | ImpactConfig, values: int) -> None:
         self.params = np.array(initial, dtype=np.float32).reshape(-1)
         self.config = config
         self.values = values
@@ -45,12 +45,20 @@ class ParameterServer:
         lo = block_id * self.values
         return slice(lo, min(lo + self.values, len(self.params)))
 
-    def apply_block(self, block_id: int, gradient: np.ndarray) -> None:
+    @property
+    def iterations(self) -> int:
+        """PS training iterations: full-model updates' worth of applied blocks."""
+        return self.blocks_applied // self.num_blocks
+
+    def apply_block(self, block_id: int, gradient: np.ndarray, lr_scale: float = 1.0) -> None:
         """One Adam step on the parameters of ``block_id`` with an averaged gradient.
 
-        ``gradient`` holds V values (the last block's padding is ignored). Non-finite
-        values are refused with ``ValueError`` and change nothing.
+        ``gradient`` holds V values (the last block's padding is ignored). ``lr_scale``
+        multiplies the learning rate of this step only (Stellaris's ``1/sqrt(delta)``).
+        Non-finite values or a scale <= 0 are refused with ``ValueError`` and change nothing.
         """
+        if not (lr_scale > 0 and np.isfinite(lr_scale)):
+            raise ValueError(f"lr_scale must be a finite value > 0, got {lr_scale}")
         where = self.block_slice(block_id)
         g = np.asarray(gradient, np.float32).reshape(-1)
         if len(g) < where.stop - where.start:
@@ -71,7 +79,7 @@ class ParameterServer:
             v += (1 - b2) * g * g
             m_hat = m / (1 - b1**t)
             v_hat = v / (1 - b2**t)
-            self.params[where] -= cfg.learning_rate * m_hat / (np.sqrt(v_hat) + cfg.adam_eps)
+            self.params[where] -= cfg.learning_rate * lr_scale * m_hat / (np.sqrt(v_hat) + cfg.adam_eps)
             self.blocks_applied += 1
             self._unpublished += 1
 

@@ -19,13 +19,15 @@ policy sits between the receiver and ``ParameterServer.apply_block`` instead:
 * **Bounded hold.** A held set is released anyway when its oldest block has waited
   ``max_hold`` seconds (``poll``) or when it reaches ``max_pending`` blocks, so the
   policy delays blocks but never stalls training; ``flush`` releases everything.
-* **Staleness-scaled learning rate.** A release is
-  ``g = (1/H) * sum_j (alpha_j / alpha0) * g_j`` over the H worker gradients in the
-  set, with ``alpha_j = alpha0 / sqrt(delta_j)`` for ``delta_j > 0`` (``alpha0`` for a
-  fresh one). A DATA block already holds the mean of ``agg_count`` gradients that
-  share its worst-case ``delta``, so it counts ``agg_count`` times in the sum. The
-  server then takes its ordinary Adam step with ``alpha0`` on ``g``; ``delta_j`` is
-  taken at release time, because that is how stale the gradient is when it lands.
+* **Staleness-scaled learning rate.** ``alpha = alpha0 / sqrt(delta)`` is a *step size*:
+  a release carries the plain mean ``g = (1/H) * sum_j g_j`` of the H worker gradients
+  in the set and ``lr_scale = (1/H) * sum_j alpha_j / alpha0``, and the server's Adam
+  step for that block uses ``alpha0 * lr_scale`` (``ParameterServer.apply_block``).
+  Weighting the gradient instead would cancel: Adam divides by the root of its own
+  second moment, so a gradient scaled by a constant moves the weights the same. A DATA
+  block already holds the mean of ``agg_count`` gradients that share its worst-case
+  ``delta``, so it counts ``agg_count`` times; ``delta_j`` is taken at release time,
+  because that is how stale the gradient is when it lands.
 
 The aggregator is thread-safe: the receiver thread offers blocks while the runner's
 main loop polls for expired holds.
@@ -59,7 +61,7 @@ class StalenessConfig:
     max_pending: int = 8
     """DATA blocks of one parameter block that may be pending; the next offer releases."""
     scale_learning_rate: bool = True
-    """Weight each gradient by ``1/sqrt(delta)`` (the ``alpha0/sqrt(delta)`` rule)."""
+    """Scale the block's Adam step by ``1/sqrt(delta)`` (the ``alpha0/sqrt(delta)`` rule)."""
     min_delta_max: float = 1.0
     """Floor of ``delta_max``, in model versions."""
     refresh_before_loss: bool = True
@@ -123,7 +125,10 @@ class Release:
 
     block_id: int
     gradient: np.ndarray
-    """float32, V values: the staleness-weighted mean, to apply with ``alpha0``."""
+    """float32, V values: the mean of the set's worker gradients."""
+    lr_scale: float
+    """``alpha / alpha0`` of this update: the mean of ``1/sqrt(delta_j)`` over the set's
+    worker gradients (1 with learning-rate scaling off)."""
     blocks: int
     """DATA blocks aggregated."""
     updates: int
@@ -271,9 +276,9 @@ class StalenessAwareAggregator:
     def _release(self, block_id: int, current_version: int, now: float, reason: str) -> Release:
         pending = self._pending.pop(block_id)
         deltas = np.maximum(current_version - np.asarray(pending.versions, np.int64), 0)
-        gradient = staleness_weighted_mean(
-            np.stack(pending.gradients), np.asarray(pending.agg_counts), deltas,
-            scale=self.config.scale_learning_rate)
+        counts = np.asarray(pending.agg_counts)
+        gradient = staleness_weighted_mean(np.stack(pending.gradients), counts, deltas,
+                                           scale=False)
         for d in deltas.tolist():
             self.applied_staleness[d] += 1
         scales = staleness_scale(deltas) if self.config.scale_learning_rate else np.ones(len(deltas))
@@ -282,7 +287,8 @@ class StalenessAwareAggregator:
         waited = now - pending.first_at
         self._wait_sum += waited * len(deltas)
         self.releases[reason] += 1
-        release = Release(block_id, gradient, len(deltas), int(sum(pending.agg_counts)),
+        lr_scale = float(np.dot(scales, counts) / counts.sum())
+        release = Release(block_id, gradient, lr_scale, len(deltas), int(sum(pending.agg_counts)),
                           tuple(deltas.tolist()), waited, reason, self.round)
         self._released_in_round[block_id] = True
         if self._released_in_round.all():

@@ -50,6 +50,8 @@ class Gradient:
     """Environment steps in the rollout."""
     episodes: list[Episode] = field(default_factory=list)
     """Episodes that finished during the rollout."""
+    stats: dict[str, float] = field(default_factory=dict)
+    """Loss terms and gradient norms of this gradient (for the metrics and TensorBoard)."""
 
 
 class RolloutWorker:
@@ -154,6 +156,8 @@ class RolloutWorker:
         loss.backward()
         norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm))
         self.last_rollout = (obs, actions, advantages)
+        stats = {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(),
+                 "entropy": entropy.item(), "grad_norm": norm}
         return Gradient(
             flat=self.model.flat_gradient(),
             norm=norm,
@@ -161,6 +165,7 @@ class RolloutWorker:
             reward=self.reward,
             steps=n,
             episodes=episodes,
+            stats=stats,
         )
 
 

@@ -1,0 +1,217 @@
+"""The IMPACT learner: V-trace, the clipped surrogate, separate clipping, config, learning."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from olaf.drl.config import ImpactConfig
+from olaf.drl.impact import ImpactWorker, clip_grad_norms, clipped_surrogate, vtrace
+from olaf.drl.model import ActorCritic
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _reference_vtrace(log_rhos, discounts, rewards, values, bootstrap, rho_bar, c_bar, lam):
+    """IMPALA eq. 1 written as its sum, one (time, env) at a time, in float64:
+    v_s = V(x_s) + sum_{t>=s} (prod_{i<t} discount_i) (prod_{s<=i<t} c_i) delta_t."""
+    T, N = rewards.shape
+    rhos = np.exp(log_rhos)
+    nxt = np.concatenate([values[1:], bootstrap[None]])
+    delta = np.minimum(rho_bar, rhos) * (rewards + discounts * nxt - values)
+    c = lam * np.minimum(c_bar, rhos)
+    vs = np.zeros((T, N))
+    for n in range(N):
+        for s in range(T):
+            total, weight = 0.0, 1.0
+            for t in range(s, T):
+                total += weight * delta[t, n]
+                weight *= discounts[t, n] * c[t, n]
+            vs[s, n] = values[s, n] + total
+    next_vs = np.concatenate([vs[1:], bootstrap[None]])
+    return vs, rewards + discounts * next_vs - values
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_vtrace_matches_the_reference_on_random_data(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    T, N = 9, 3
+    log_rhos = rng.normal(0, 0.7, (T, N))
+    discounts = 0.97 * (rng.random((T, N)) > 0.2)  # some episode ends
+    rewards = rng.normal(size=(T, N))
+    values = rng.normal(size=(T, N))
+    bootstrap = rng.normal(size=N)
+    for rho_bar, c_bar, lam in ((1.0, 1.0, 1.0), (2.0, 0.5, 0.9)):
+        want_vs, want_adv = _reference_vtrace(log_rhos, discounts, rewards, values, bootstrap,
+                                              rho_bar, c_bar, lam)
+        got_vs, got_adv = vtrace(*(torch.tensor(a) for a in (log_rhos, discounts, rewards, values,
+                                                            bootstrap)),
+                                 rho_bar=rho_bar, c_bar=c_bar, lam=lam)
+        np.testing.assert_allclose(got_vs.numpy(), want_vs, rtol=1e-10, atol=1e-10)
+        np.testing.assert_allclose(got_adv.numpy(), want_adv, rtol=1e-10, atol=1e-10)
+
+
+def test_on_policy_vtrace_is_the_n_step_return() -> None:
+    """mu == pi, rho_bar = c_bar = lambda = 1: v_s is the discounted return to the end of
+    the rollout, bootstrapped with V(x_T), cut where an episode ended."""
+    rng = np.random.default_rng(5)
+    T, gamma = 7, 0.9
+    rewards = rng.normal(size=(T, 1))
+    values = rng.normal(size=(T, 1))
+    bootstrap = np.array([2.5])
+    done = np.zeros((T, 1), bool)
+    done[3] = True
+    discounts = gamma * ~done
+    vs, _ = vtrace(torch.zeros(T, 1, dtype=torch.float64), torch.tensor(discounts),
+                   torch.tensor(rewards), torch.tensor(values), torch.tensor(bootstrap))
+    expected = np.zeros(T)
+    running = bootstrap[0]
+    for t in range(T - 1, -1, -1):
+        running = rewards[t, 0] + discounts[t, 0] * running
+        expected[t] = running
+    np.testing.assert_allclose(vs.numpy()[:, 0], expected, rtol=1e-12)
+    assert expected[3] == rewards[3, 0]  # the episode ended there: nothing flows back
+
+
+def _surrogate_grad(ratio: float, advantage: float, clip: float = 0.2) -> float:
+    log_pi = torch.tensor([np.log(ratio)], dtype=torch.float64, requires_grad=True)
+    loss = clipped_surrogate(log_pi, torch.zeros(1, dtype=torch.float64),
+                             torch.tensor([advantage], dtype=torch.float64), clip)
+    loss.backward()
+    return float(log_pi.grad[0])
+
+
+def test_clipped_surrogate_gradient_is_zero_outside_the_clip_range() -> None:
+    # Where the clip binds (the ratio already moved far enough in the advantage's favour)
+    # the gradient is exactly zero ...
+    assert _surrogate_grad(1.5, +1.0) == 0.0
+    assert _surrogate_grad(0.5, -1.0) == 0.0
+    # ... inside the range it is -r * A (d r / d log pi = r) ...
+    assert _surrogate_grad(1.1, +2.0) == pytest.approx(-1.1 * 2.0)
+    assert _surrogate_grad(0.9, -2.0) == pytest.approx(0.9 * 2.0)
+    # ... and a step that made things worse is never clipped (PPO's pessimistic min).
+    assert _surrogate_grad(0.5, +1.0) == pytest.approx(-0.5)
+    assert _surrogate_grad(1.5, -1.0) == pytest.approx(1.5)
+
+
+def test_actor_and_critic_gradients_are_clipped_separately() -> None:
+    model = ActorCritic(4, 2, 8)
+    for p in model.policy.parameters():
+        p.grad = torch.full_like(p, 0.01)
+    for p in model.value.parameters():
+        p.grad = torch.full_like(p, 10.0)
+
+    def norm(params) -> float:
+        return float(torch.linalg.vector_norm(torch.cat([p.grad.reshape(-1) for p in params])))
+
+    actor_before = norm(model.policy.parameters())
+    a, c = clip_grad_norms(model, actor_max=0.5, critic_max=1.0)
+    assert a == pytest.approx(actor_before, rel=1e-5) and c > 1.0
+    # The small actor gradient is untouched (a joint clip would have shrunk it by the
+    # critic's norm); the critic is cut to its own bound.
+    assert norm(model.policy.parameters()) == pytest.approx(actor_before, rel=1e-5)
+    assert norm(model.value.parameters()) == pytest.approx(1.0, rel=1e-5)
+
+
+def test_worker_refreshes_weights_before_the_loss_and_stamps_their_version() -> None:
+    cfg = ImpactConfig(envs_per_worker=3, rollout_steps=8)
+    worker = ImpactWorker("CartPole-v1", 0, cfg, seed=0)
+    try:
+        acting = worker.model.flat_parameters()
+        worker.load_weights(acting, 4)
+        fresh = acting + np.float32(0.05)
+        worker.refresh = lambda version: (fresh, 9) if version < 9 else None
+        grad = worker.rollout()
+        assert grad.model_version == 9  # computed at theta, not at mu
+        assert grad.steps == 24 and grad.stats["refresh_versions"] == 5.0
+        np.testing.assert_array_equal(worker.model.flat_parameters(), fresh)
+        # theta != mu: some ratios moved, which the stats report.
+        assert grad.stats["approx_kl"] > 0
+        assert grad.stats["actor_grad_norm"] > 0 and grad.stats["critic_grad_norm"] > 0
+        assert np.isfinite(grad.flat).all() and len(grad.flat) == worker.model.num_parameters
+    finally:
+        worker.close()
+
+
+def test_set_reaches_every_hyperparameter_and_refuses_bad_ones() -> None:
+    from dataclasses import fields
+
+    from olaf.drl.cli_args import add_run_arguments, config_from_args
+
+    parser = argparse.ArgumentParser()
+    add_run_arguments(parser, duration=10)
+    args = parser.parse_args(["--set", "algo.clip=0.3", "--set", "algo.normalize_advantages=false",
+                              "--set", "algo.adam_betas=0.8,0.99", "--envs-per-worker", "2",
+                              "--lr", "0.002"])
+    cfg = config_from_args(args, mode="olaf", seed=0, target=None)
+    assert cfg.algo == "impact" and cfg.algo_config is cfg.impact
+    assert (cfg.impact.clip, cfg.impact.normalize_advantages, cfg.impact.adam_betas) == (
+        0.3, False, (0.8, 0.99))
+    assert (cfg.impact.envs_per_worker, cfg.impact.learning_rate) == (2, 0.002)
+    # Every field has a docstring in docs/learner.md's table.
+    doc = (ROOT / "docs" / "learner.md").read_text()
+    for f in fields(ImpactConfig):
+        assert f"`{f.name}`" in doc, f.name
+    a2c = config_from_args(parser.parse_args(["--algo", "a2c", "--set", "algo.gae_lambda=0.9"]),
+                           mode="olaf", seed=0, target=None)
+    assert a2c.algo_config is a2c.learner and a2c.learner.gae_lambda == 0.9
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--set", "algo.nope=1"], "has no 'nope'"),
+    (["--set", "algo.clip=wide"], "'wide' is not a valid float"),
+    (["--set", "algo.clip=1.5"], "clip must be in (0, 1)"),
+    (["--set", "clip=0.2"], "expected algo.NAME=VALUE"),
+    (["--algo", "a2c", "--envs-per-worker", "2"], "option of --algo impact"),
+    (["--total-steps", "0"], "total_steps must be >= 1"),
+])
+def test_bad_hyperparameters_exit_2_with_one_line(flags: list[str], message: str,
+                                                  tmp_path: Path) -> None:
+    result = subprocess.run([sys.executable, "-m", "olaf.cli", "run", *flags, "--out",
+                             str(tmp_path / "x")], cwd=ROOT, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], result.stderr
+    assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.timeout(300)
+def test_impact_learns_cartpole_through_the_block_wise_ps() -> None:
+    """Workers take turns against the block-wise Adam PS in one process (no network, no
+    clock): after 40k env steps the greedy policy is far better than a fresh one."""
+    from olaf.drl.evaluation import evaluate_greedy
+    from olaf.drl.model import build_model
+    from olaf.drl.server import ParameterServer
+
+    torch.set_num_threads(1)
+    cfg = ImpactConfig()
+    model = build_model("CartPole-v1", cfg.hidden, 0)
+    before = evaluate_greedy(model.policy, "CartPole-v1", 10, seed=123).mean()
+    ps = ParameterServer(model.flat_parameters(), cfg, 64)
+    workers = [ImpactWorker("CartPole-v1", w, cfg, seed=w) for w in range(4)]
+    padded = np.zeros(ps.num_blocks * 64, np.float32)
+    steps = 0
+    try:
+        while steps < 40_000:
+            w = workers[(steps // 128) % len(workers)]
+            w.load_weights(*ps.snapshot())
+            grad = w.rollout()
+            steps += grad.steps
+            padded[: len(grad.flat)] = grad.flat
+            for b in range(ps.num_blocks):
+                ps.apply_block(b, padded[b * 64 : (b + 1) * 64])
+    finally:
+        for w in workers:
+            w.close()
+    model.load_flat_parameters(ps.params)
+    after = evaluate_greedy(model.policy, "CartPole-v1", 10, seed=123).mean()
+    # A fresh (near-uniform) greedy policy falls over in ~10 steps; random actions ~22.
+    assert before < 30
+    assert after > 100, (before, after)
