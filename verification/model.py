@@ -566,6 +566,13 @@ class AomModel:
         n = dep.workers
         wide = [z3.ZeroExt(self.wF - self.wA, a) for a in aom]
         total = self._fresh(f"aom_sum_{t}", z3.Sum(wide) if n > 1 else wide[0])
+        return self.deviates(aom, total)
+
+    def deviates(self, aom: list[Any], total: Any) -> Any:
+        """``max_u |AoM_u - S/N| > threshold`` for AoM terms ``aom`` (width ``wA``) and
+        their sum ``total`` (width ``wF``)."""
+        dep = self.dep
+        n = dep.workers
         limit = (n * dep.fairness_threshold.numerator) // dep.fairness_threshold.denominator
         # |N*a_u - S| > limit for some u  <=>  for some value x taken by a worker,
         # S < N*x - limit or S > N*x + limit: comparisons of one sum with constants,
