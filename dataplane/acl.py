@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from enum import IntEnum
 
 import numpy as np
@@ -57,17 +58,53 @@ def parse_cluster_source(text: str, max_clusters: int = 65536) -> tuple[int, ipa
     return c, parse_prefix(prefix)
 
 
-def _as_arrays(networks: Iterable[ipaddress.IPv4Network]) -> tuple[np.ndarray, np.ndarray]:
-    nets = list(networks)
-    return (np.array([int(n.network_address) for n in nets], np.uint32),
-            np.array([int(n.netmask) for n in nets], np.uint32))
+@dataclass(frozen=True)
+class AclRule:
+    """One table entry: messages from ``prefix`` (for ``cluster``, on the UPDATE table) are
+    permitted or denied. As in the P4 tables, the longest matching prefix decides and the
+    table's default action applies when none matches."""
+
+    prefix: ipaddress.IPv4Network
+    permit: bool
+    cluster: int | None = None
+    """The UPDATE table's exact key; None on the PULL table."""
+
+
+class _Table:
+    """Rules as arrays, judged for a whole batch in one expression."""
+
+    def __init__(self, rules: Sequence[AclRule], default_permit: bool) -> None:
+        self.rules = list(rules)
+        self.default_permit = default_permit
+        self.nets = np.array([int(r.prefix.network_address) for r in rules], np.uint32)
+        self.masks = np.array([int(r.prefix.netmask) for r in rules], np.uint32)
+        self.lengths = np.array([r.prefix.prefixlen for r in rules], np.int64)
+        self.permits = np.array([r.permit for r in rules], bool)
+        self.clusters = np.array([-1 if r.cluster is None else r.cluster for r in rules], np.int64)
+
+    @property
+    def active(self) -> bool:
+        return bool(self.rules) or not self.default_permit
+
+    def permitted(self, sources: np.ndarray, clusters: np.ndarray | None) -> np.ndarray:
+        if not self.rules:
+            return np.full(len(sources), self.default_permit)
+        match = (sources[:, None] & self.masks) == self.nets
+        if clusters is not None:
+            match &= clusters[:, None] == self.clusters
+        score = np.where(match, self.lengths, -1)
+        best = score.argmax(axis=1)
+        return np.where(score.max(axis=1) >= 0, self.permits[best], self.default_permit)
 
 
 class SourceAcl:
-    """The configured prefixes and what they refused so far.
+    """The two tables and what they refused so far.
 
-    ``refuse`` judges a whole batch at once: each source is compared with every
-    configured prefix in one numpy expression (a handful of prefixes per deployment).
+    ``SourceAcl(cluster_sources, ps_sources)`` is what ``olaf switch --cluster-source
+    --ps-source`` configures: the listed prefixes permitted, everything else denied once
+    a table has any (so a cluster without prefixes is closed when another has some).
+    ``configure`` takes the tables in the P4 program's form (rules and default actions),
+    e.g. for a control plane that writes ``OlafIngress.update_source``/``pull_source``.
     """
 
     def __init__(
@@ -75,19 +112,34 @@ class SourceAcl:
         cluster_sources: Iterable[tuple[int, ipaddress.IPv4Network]] = (),
         ps_sources: Sequence[ipaddress.IPv4Network] = (),
     ) -> None:
-        pairs = list(cluster_sources)
-        self.cluster_sources: dict[int, list[ipaddress.IPv4Network]] = {}
-        for cluster, net in pairs:
-            self.cluster_sources.setdefault(cluster, []).append(net)
-        self.ps_sources = list(ps_sources)
-        self._clusters = np.array([c for c, _ in pairs], np.int64)
-        self._cluster_nets, self._cluster_masks = _as_arrays(net for _, net in pairs)
-        self._ps_nets, self._ps_masks = _as_arrays(self.ps_sources)
+        update_rules = [AclRule(net, True, cluster) for cluster, net in cluster_sources]
+        pull_rules = [AclRule(net, True) for net in ps_sources]
         self.refused = [0] * len(Refusal)
+        self.configure(update_rules, pull_rules, update_default_permit=not update_rules,
+                       pull_default_permit=not pull_rules)
+
+    def configure(
+        self,
+        update_rules: Sequence[AclRule],
+        pull_rules: Sequence[AclRule],
+        *,
+        update_default_permit: bool = True,
+        pull_default_permit: bool = True,
+    ) -> None:
+        """Replace both tables (hold the pipeline's lock while the switch runs); counts stay."""
+        if any(r.cluster is None for r in update_rules) or any(r.cluster is not None for r in pull_rules):
+            raise ValueError("UPDATE rules name a cluster, PULL rules do not")
+        self._updates = _Table(update_rules, update_default_permit)
+        self._pulls = _Table(pull_rules, pull_default_permit)
+
+    def tables(self) -> dict[str, tuple[list[AclRule], bool]]:
+        """``{"update_source": (rules, default permits), "pull_source": ...}``, as the P4 tables hold them."""
+        return {"update_source": (list(self._updates.rules), self._updates.default_permit),
+                "pull_source": (list(self._pulls.rules), self._pulls.default_permit)}
 
     @property
     def enabled(self) -> bool:
-        return bool(self.cluster_sources or self.ps_sources)
+        return self._updates.active or self._pulls.active
 
     def refuse(self, headers: np.ndarray, sources: np.ndarray) -> np.ndarray:
         """A mask of the messages to drop unanswered, given each one's IPv4 source (uint32); counts them.
@@ -101,21 +153,19 @@ class SourceAcl:
         src = np.asarray(sources, np.uint32)
         readable = headers["version"] == VERSION
         types = headers["msg_type"]
-        if len(self._clusters):
-            updates = np.flatnonzero(readable & (types == MsgType.UPDATE))
-            if len(updates):
-                allowed = (
-                    (headers["cluster_id"][updates, None].astype(np.int64) == self._clusters)
-                    & ((src[updates, None] & self._cluster_masks) == self._cluster_nets)
-                ).any(axis=1)
-                refused[updates[~allowed]] = True
-                self.refused[Refusal.UPDATE_SOURCE] += int((~allowed).sum())
-        if len(self._ps_nets):
-            pulls = np.flatnonzero(readable & (types == MsgType.PULL))
-            if len(pulls):
-                allowed = ((src[pulls, None] & self._ps_masks) == self._ps_nets).any(axis=1)
-                refused[pulls[~allowed]] = True
-                self.refused[Refusal.PULL_SOURCE] += int((~allowed).sum())
+        for table, msg_type, reason, by_cluster in (
+            (self._updates, MsgType.UPDATE, Refusal.UPDATE_SOURCE, True),
+            (self._pulls, MsgType.PULL, Refusal.PULL_SOURCE, False),
+        ):
+            if not table.active:
+                continue
+            which = np.flatnonzero(readable & (types == msg_type))
+            if not len(which):
+                continue
+            clusters = headers["cluster_id"][which].astype(np.int64) if by_cluster else None
+            denied = which[~table.permitted(src[which], clusters)]
+            refused[denied] = True
+            self.refused[reason] += len(denied)
         return refused
 
     def snapshot(self) -> dict[str, int]:

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dataplane.acl import Refusal, SourceAcl, parse_cluster_source, parse_prefix
+from dataplane.acl import AclRule, Refusal, SourceAcl, parse_cluster_source, parse_prefix
 from dataplane.queue import OlafQueue, QueueConfig
 from dataplane.switch import Pipeline, UdpSwitch
 from tests import p4_replay
@@ -149,6 +149,35 @@ def test_prefixes_match_by_length_and_unlisted_clusters_are_closed() -> None:
     # Cluster 1 has no prefix while others do: closed. A PULL passes: no PS prefix is set.
     assert refused.tolist() == [False, True, False, True, True, False, False]
     assert acl.snapshot() == {"UPDATE_SOURCE": 3, "PULL_SOURCE": 0}
+
+
+def open_acl(hosts: dict[str, str]) -> SourceAcl:
+    """The P4 recipe that closes only the listed clusters: {c, prefix} -> permit and
+    {c, 0.0.0.0/0} -> deny, default permit; a denied /32 inside a permitted /8 for the PS."""
+    acl = SourceAcl()
+    acl.configure(
+        [AclRule(parse_prefix(f"{hosts[A]}/32"), True, 0), AclRule(parse_prefix("0.0.0.0/0"), False, 0),
+         AclRule(parse_prefix(f"{hosts[B]}/32"), True, 1), AclRule(parse_prefix("0.0.0.0/0"), False, 1)],
+        [AclRule(parse_prefix(f"{hosts[PS].split('.')[0]}.0.0.0/8"), True),
+         AclRule(parse_prefix(f"{hosts[ATTACKER]}/32"), False)],
+        pull_default_permit=False,
+    )
+    return acl
+
+
+def test_table_form_longest_prefix_decides_and_defaults_apply() -> None:
+    acl = open_acl(RACK)
+    hosts = [A, ATTACKER, ATTACKER, B, PS, ATTACKER]
+    payloads = [update(0), update(0), update(7), pull(), pull(), pull()]
+    from worker_transport.codec import decode
+
+    sources = np.array([int(ipaddress.IPv4Address(RACK[h])) for h in hosts], np.uint32)
+    refused = acl.refuse(decode(payloads, V).headers, sources)
+    # Cluster 7 has no entry: default permit. B's PULL is inside 10/8; the attacker's /32 is denied.
+    assert refused.tolist() == [False, True, False, False, False, True]
+    assert acl.snapshot() == {"UPDATE_SOURCE": 1, "PULL_SOURCE": 1}
+    with pytest.raises(ValueError):
+        acl.configure([AclRule(parse_prefix("10.0.0.0/8"), True)], [])
 
 
 def test_without_prefixes_nothing_changes() -> None:
@@ -294,15 +323,17 @@ def test_attack_on_the_switch_in_interface_mode(attack: Attack, acl_on: bool) ->
 ACL_DEFINE = "-DOLAF_SOURCE_ACL"
 
 
-def acl_commands(hosts: dict[str, str]) -> list[str]:
-    """The entries equivalent to acl_for(hosts): permits per cluster and the PS, default deny."""
-    return [
-        f"table_add OlafIngress.update_source OlafIngress.permit 0 {hosts[A]}/32 =>",
-        f"table_add OlafIngress.update_source OlafIngress.permit 1 {hosts[B]}/32 =>",
-        "table_set_default OlafIngress.update_source OlafIngress.deny",
-        f"table_add OlafIngress.pull_source OlafIngress.permit {hosts[PS]}/32 =>",
-        "table_set_default OlafIngress.pull_source OlafIngress.deny",
-    ]
+def acl_commands(acl: SourceAcl) -> list[str]:
+    """The simple_switch_CLI lines that give the P4 tables ``acl``'s rules and defaults."""
+    lines = []
+    for table, (rules, default_permit) in acl.tables().items():
+        for r in rules:
+            key = str(r.prefix) if r.cluster is None else f"{r.cluster} {r.prefix}"
+            action = "permit" if r.permit else "deny"
+            lines.append(f"table_add OlafIngress.{table} OlafIngress.{action} {key} =>")
+        if not default_permit:
+            lines.append(f"table_set_default OlafIngress.{table} OlafIngress.deny")
+    return lines
 
 
 def host_frame(payload: bytes, host: str, step: int, reply: bool = False) -> bytes:
@@ -343,11 +374,16 @@ def test_vectors_unchanged_with_the_checks_compiled_in(acl_build: Path, name: st
     assert replay.state.counters["OlafIngress.refused_counter"] == [0, 0]
 
 
-@pytest.mark.parametrize("acl_on", [False, True], ids=["acl_off", "acl_on"])
-def test_attacks_on_simple_switch(acl_program: Path, tmp_path: Path, acl_on: bool) -> None:
+@pytest.mark.parametrize("tables", ["off", "closed", "open"])
+def test_attacks_on_simple_switch(acl_program: Path, tmp_path: Path, tables: str) -> None:
     """All attacks in one replay (each on a queue the previous one left), then an end marker
     from A. Every frame out must be the reference switch's answer (the same SourceAcl in
-    front of OlafQueue), and refused_counter must count what the reference refused."""
+    front of OlafQueue), and refused_counter must count what the reference refused.
+
+    Tables: none (off), ``olaf switch --cluster-source/--ps-source``'s closed form, and the
+    open form of ``open_acl`` (its cluster 5 stays open, so only the reference decides there)."""
+    acl_on = tables == "closed"
+    acl = {"off": None, "closed": acl_for(RACK), "open": open_acl(RACK)}[tables]
     steps: list[tuple[str, bytes]] = []
     spans = []
     for attack in ATTACKS:
@@ -356,26 +392,30 @@ def test_attacks_on_simple_switch(acl_program: Path, tmp_path: Path, acl_on: boo
         steps += [(PS, pull())] * CAPACITY  # drain, so each attack starts on an empty queue
     marker = p4_replay.olaf_message(V, msg_type=MsgType.UPDATE, frac_bits=3, seq=0xE0D)
     steps.append((A, marker))
-    reference = Pipeline(OlafQueue(QueueConfig(capacity=CAPACITY)), acl_for(RACK) if acl_on else None)
+    reference = Pipeline(OlafQueue(QueueConfig(capacity=CAPACITY)), acl)
     sources = np.array([int(ipaddress.IPv4Address(RACK[h])) for h, _ in steps], np.uint32)
     responses, answered, _ = reference.handle([p for _, p in steps], sources)
     expected = [host_frame(r, steps[i][0], i, reply=True) for r, i in zip(responses, answered.tolist(),
                                                                             strict=True)]
     run = p4_replay.run_simple_switch(
         acl_program, tmp_path, [host_frame(p, h, i) for i, (h, p) in enumerate(steps)], len(expected),
-        read_back=True, commands=acl_commands(RACK) if acl_on else None,
+        read_back=True, commands=acl_commands(acl) if acl is not None else None,
     )
     assert run.port0 == expected
     assert run.port1 == []
     by_step: list[bytes | None] = [None] * len(steps)
     for frame in run.port0:
         by_step[struct.unpack("!H", frame[18:20])[0]] = p4_replay.udp_payload(frame)
-    for attack, start in spans:
-        check_attack(attack.name, answers_of(by_step[start:start + len(attack.steps)]), acl_on)
+    if tables != "open":
+        for attack, start in spans:
+            check_attack(attack.name, answers_of(by_step[start:start + len(attack.steps)]), acl_on)
     assert run.state is not None
     refused = run.state.counters["OlafIngress.refused_counter"]
-    want = [sum(refusals(a)[r] for a in ATTACKS) if acl_on else 0 for r in Refusal]
-    assert refused == want == [reference.acl.refused[r] for r in Refusal]
+    assert refused == [reference.acl.refused[r] for r in Refusal]
+    if tables != "open":
+        assert refused == [sum(refusals(a)[r] for a in ATTACKS) if acl_on else 0 for r in Refusal]
+    else:
+        assert 0 < refused[Refusal.UPDATE_SOURCE] < sum(refusals(a)[Refusal.UPDATE_SOURCE] for a in ATTACKS)
     assert p4_replay.state_differences(run.state, reference.queue) == []
 
 
