@@ -118,7 +118,8 @@ class StatsLine:
         self._last_time, self._last_received = now, p.received
         q = p.queue
         outcomes = " ".join(
-            f"{o.name.lower()}={q.counters.outcomes[o]}" for o in Outcome if q.counters.outcomes[o]
+            [f"{o.name.lower()}={q.counters.outcomes[o]}" for o in Outcome if q.counters.outcomes[o]]
+            + [f"refused_{name.lower()}={n}" for name, n in p.acl.snapshot().items() if n]
         )
         self.emit(
             f"pps={pps:.0f} occupied={q.occupied}/{q.config.capacity} "

@@ -180,6 +180,20 @@ def test_table_form_longest_prefix_decides_and_defaults_apply() -> None:
         acl.configure([AclRule(parse_prefix("10.0.0.0/8"), True)], [])
 
 
+def test_refusals_show_in_the_stats_line_and_the_final_snapshot() -> None:
+    from dataplane.switch import StatsLine
+
+    pipeline = Pipeline(OlafQueue(), acl_for(RACK))
+    sources = np.array([int(ipaddress.IPv4Address(RACK[h])) for h in (ATTACKER, ATTACKER, PS)], np.uint32)
+    responses, answered, _ = pipeline.handle([pull(), update(1), pull()], sources)
+    assert answered.tolist() == [2] and len(responses) == 1
+    lines: list[str] = []
+    StatsLine(pipeline, 1e-9, lines.append).tick(float("inf"))
+    assert lines[0].endswith("refused_update_source=1 refused_pull_source=1")
+    assert pipeline.snapshot()["refused"] == {"UPDATE_SOURCE": 1, "PULL_SOURCE": 1}
+    assert pipeline.snapshot()["received"] == 3
+
+
 def test_without_prefixes_nothing_changes() -> None:
     """Off by default: the same answers and state with or without an (empty) SourceAcl."""
     steps = [step for attack in ATTACKS for step in attack.steps] + [(A, b"\x10" * 10), (ATTACKER, b"")]
