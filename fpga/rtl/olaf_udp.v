@@ -119,7 +119,7 @@ module olaf_udp #(
     localparam integer NCNT = 10;
 
     initial begin
-        if (W % 64 != 0 && W != 64) $error("DATA_WIDTH must be a multiple of 64");
+        if (W % 64 != 0) $error("DATA_WIDTH must be a multiple of 64");
         if (ID_WIDTH <= HA) $error("ID_WIDTH must exceed log2(ANSWER_SLOTS)");
         if ((1 << FA) != FIFO_BEATS || (1 << IA) != FRAME_SLOTS || (1 << HA) != ANSWER_SLOTS)
             $error("FIFO sizes must be powers of two");
@@ -149,7 +149,14 @@ module olaf_udp #(
     reg ibad, idrop;                // tuser seen / FIFO ran full: drop at tlast
     reg [8*CAPB-1:0] icap;
 
-    wire in_beat = s_mac_tvalid && !rst;
+    // After a reset the MAC may be in the middle of a frame: start at the first beat
+    // that follows an idle cycle or a tlast, so a frame's tail is never taken for a frame.
+    reg in_sync;
+    always @(posedge clk) begin
+        if (rst) in_sync <= 1'b0;
+        else if (!s_mac_tvalid || s_mac_tlast) in_sync <= 1'b1;
+    end
+    wire in_beat = s_mac_tvalid && !rst && in_sync;
     wire d_full = (wr_ptr - rd_ptr) == FIFO_BEATS;
 
     reg [KC-1:0] keep_cnt;

@@ -13,6 +13,8 @@ from collections import Counter
 
 import cocotb
 import pytest
+from cocotb.triggers import ClockCycles
+from cocotbext.axi import AxiStreamFrame
 from eth_bench import (
     CTRL_FWD_OTHER,
     NON_OLAF_KINDS,
@@ -39,6 +41,8 @@ from eth_bench import (
     run,
 )
 from harness import MAX_BLOCKS, MAX_CAPACITY, MAX_CLUSTERS, SIMULATORS, V, pull_message, simulator_available
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
 
 from dataplane.queue import QueueConfig
 from worker_transport.codec import Verdict
@@ -147,6 +151,29 @@ async def configured_queue_and_counters(dut) -> None:  # noqa: ANN001
     assert await bench.axil.read_dword(REG_CAPACITY) == 5
     await bench.exchange([Frame(olaf_frame(pull_message(), 1))])   # EMPTY: the queue is empty
     await check_queue_counters(bench)
+
+
+@cocotb.test()
+async def reset_in_mid_frame(dut) -> None:  # noqa: ANN001
+    """CTRL.reset set and cleared while the MAC is in the middle of a long frame: the
+    frame's tail is not taken for a frame (no output, not counted); traffic after it
+    is answered as by a fresh software switch."""
+    rng = random.Random(11)
+    bench = EthBench(dut, seed=11)
+    await bench.reset()
+    long_frame = bytes(Ether() / IP(src="10.0.1.4", dst="10.0.2.1") / UDP(sport=5000, dport=5001)
+                       / bytes(1400))
+    sending = cocotb.start_soon(bench.mac_rx.send(AxiStreamFrame(long_frame)))
+    await ClockCycles(dut.clk, 20)
+    await bench.configure(QueueConfig())             # sets CTRL.reset, then clears it
+    assert not bench.mac_rx.idle(), "the long frame ended before the reset was released"
+    await sending
+    await bench.mac_rx.wait()
+    frames = mixed_frames(rng, 30)
+    await bench.exchange(frames)
+    shell = await bench.shell_counters()
+    assert shell["rx_frames"] == len(frames), "the frame cut by the reset was counted"
+    assert shell["fwd_other"] == sum(1 for f in frames if f.kind in NON_OLAF_KINDS)
 
 
 @cocotb.test()
