@@ -219,8 +219,8 @@ def _loopback_hosts_usable() -> bool:
 class Hosts:
     """One UDP socket per host, bound to its loopback address; a marker socket on A's address."""
 
-    def __init__(self, switch: UdpSwitch) -> None:
-        self.switch = switch.address
+    def __init__(self, switch: tuple[str, int]) -> None:
+        self.switch = switch
         self.socks = {}
         for host, ip in LOOPBACK.items():
             s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -267,7 +267,7 @@ needs_loopback = pytest.mark.skipif(not _loopback_hosts_usable(), reason="cannot
 @pytest.mark.parametrize("attack", ATTACKS, ids=[a.name for a in ATTACKS])
 def test_attack_on_the_software_switch(attack: Attack, acl_on: bool) -> None:
     switch, close = udp_switch(acl_for(LOOPBACK) if acl_on else None)
-    hosts = Hosts(switch)
+    hosts = Hosts(switch.address)
     try:
         got = answers_of([hosts.send(host, payload) for host, payload in attack.steps])
     finally:
@@ -279,6 +279,22 @@ def test_attack_on_the_software_switch(attack: Attack, acl_on: bool) -> None:
 
 
 @needs_loopback
+def test_olaf_switch_command_refuses_and_reports() -> None:
+    """The command line: --cluster-source/--ps-source, and "refused" in the final JSON line."""
+    from tests.switch_process import running_switch
+
+    with running_switch("--listen", "127.0.0.1:0", "--cluster-source", f"0={LOOPBACK[A]}/32",
+                        "--ps-source", f"{LOOPBACK[PS]}/32") as sw:
+        hosts = Hosts(sw.address)
+        try:
+            got = answers_of([hosts.send(host, payload) for host, payload in ATTACKS[0].steps])
+        finally:
+            hosts.close()
+    check_attack(ATTACKS[0].name, got, acl_on=True)
+    assert sw.final["refused"] == {"UPDATE_SOURCE": 0, "PULL_SOURCE": 1}
+
+
+@needs_loopback
 @pytest.mark.parametrize(("values", "ratio"), [(64, 292 / 36), (255, 1056 / 36)])
 def test_amplification_toward_a_spoofed_source(values: int, ratio: float) -> None:
     """PULLs sent with the victim's address as source: the switch answers the victim with
@@ -287,7 +303,7 @@ def test_amplification_toward_a_spoofed_source(values: int, ratio: float) -> Non
     victim = LOOPBACK[ATTACKER]  # the address the attacker writes as source
     for acl_on in (False, True):
         switch, close = udp_switch(acl_for(LOOPBACK) if acl_on else None, values)
-        hosts = Hosts(switch)
+        hosts = Hosts(switch.address)
         try:
             for block in range(8):
                 hosts.send(A, update(block=block, values=values))
