@@ -742,11 +742,11 @@ module olaf_queue #(
     // ------------------------------------------------------------------ decision FIFO
     localparam integer DQ_W = 2 + AW + BCW + 2 + ID_WIDTH + HB;
     wire [DQ_W-1:0] dq_head;
-    wire dq_valid, dq_pop;
+    wire dq_valid, dq_pop, dq_ready;
     axis_fifo #(.DEPTH(DQ_DEPTH), .DATA_WIDTH(DQ_W), .LAST_ENABLE(0)) decision_fifo (
         .clk(clk), .rst(rst),
         .s_axis_tdata({dq_op, dq_seg, c_nb, dq_resp, c_tid, dq_hdr}), .s_axis_tkeep({(DQ_W+7)/8{1'b1}}),
-        .s_axis_tvalid(c_v && !rst), .s_axis_tready(), .s_axis_tlast(1'b1),
+        .s_axis_tvalid(c_v && !rst), .s_axis_tready(dq_ready), .s_axis_tlast(1'b1),
         .s_axis_tid(8'd0), .s_axis_tuser(1'b0),
         .m_axis_tdata(dq_head), .m_axis_tkeep(), .m_axis_tvalid(dq_valid),
         .m_axis_tready(dq_pop), .m_axis_tlast(), .m_axis_tid(), .m_axis_tuser(),
@@ -841,6 +841,7 @@ module olaf_queue #(
     reg [BCW-1:0] o_beat;
     reg p1_valid, p2_valid;             // segment read in flight: latch, output register
     wire [$clog2(OF_DEPTH):0] of_depth;
+    wire of_ready;
     wire o_go = rq_valid && ({1'b0, of_depth} + p1_valid + p2_valid) < OF_DEPTH;
     wire o_last = o_beat == o_nb - 1'b1;
     assign rq_pop = o_go && o_last;
@@ -899,7 +900,7 @@ module olaf_queue #(
                 .ID_ENABLE(1), .ID_WIDTH(ID_WIDTH)) output_fifo (
         .clk(clk), .rst(rst),
         .s_axis_tdata(p_data), .s_axis_tkeep(p_keep), .s_axis_tvalid(p2_valid),
-        .s_axis_tready(), .s_axis_tlast(p_last), .s_axis_tid(p_tid), .s_axis_tuser(1'b0),
+        .s_axis_tready(of_ready), .s_axis_tlast(p_last), .s_axis_tid(p_tid), .s_axis_tuser(1'b0),
         .m_axis_tdata(m_axis_tdata), .m_axis_tkeep(m_axis_tkeep), .m_axis_tvalid(m_axis_tvalid),
         .m_axis_tready(m_axis_tready), .m_axis_tlast(m_axis_tlast), .m_axis_tid(m_axis_tid),
         .m_axis_tuser(),
@@ -924,6 +925,66 @@ module olaf_queue #(
         else if (cnt_sel == 5'd30) cnt_value = {{(64 - GW){1'b0}}, append_available_addr};
         else if (cnt_sel == 5'd31) cnt_value = {{(64 - PW){1'b0}}, pending};
     end
+
+`ifdef FORMAL
+    // Invariants proved by fpga/formal (yosys-smtbmc, bounded from reset).
+    reg f_past = 1'b0;
+    always @(posedge clk) f_past <= 1'b1;
+    always @* if (!f_past) assume (rst);
+    // Configuration that may change only under reset.
+    always @(posedge clk) if (f_past && !rst) begin
+        assume ($stable(cfg_capacity));
+        assume ($stable(cfg_max_clusters));
+        assume ($stable(cfg_max_blocks));
+        assume ($stable(cfg_frac_bits));
+    end
+
+    // Segments free in the ring: from avail_head up to append_available_addr.
+    reg [GW:0] f_free;
+    always @(posedge clk)
+        if (rst) f_free <= NSEG;
+        else f_free <= f_free - c_enqueue + free_seg_valid;
+
+    integer fi, fj;
+    reg [OW:0] f_live_count;
+    always @* begin
+        f_live_count = 0;
+        for (fi = 0; fi < MAX_CAPACITY; fi = fi + 1) f_live_count = f_live_count + live[fi];
+    end
+    wire [GW:0] f_ring_free = append_available_addr >= avail_head ? append_available_addr - avail_head
+                            : append_available_addr + NSEG - avail_head;
+
+    always @(posedge clk) if (f_past && !rst && !$past(rst)) begin
+        // occupied equals the live slots.
+        assert (occupied == f_live_count);
+        // free + live + awaiting-readout segments = all segments.
+        assert (f_free + occupied + pending == NSEG);
+        // The ring holds exactly the free segments (full ring = all free).
+        assert (f_ring_free == (f_free == NSEG ? 0 : f_free));
+        assert (pending <= PENDING_SEGS);
+        // No segment handed out twice: live slots own distinct segments, none of them free.
+        for (fi = 0; fi < MAX_CAPACITY; fi = fi + 1) begin
+            for (fj = fi + 1; fj < MAX_CAPACITY; fj = fj + 1)
+                if (live[fi] && live[fj]) assert (m_seg[fi] != m_seg[fj]);
+            for (fj = 0; fj < NSEG; fj = fj + 1)
+                if (live[fi] && (fj >= avail_head ? fj - avail_head : fj + NSEG - avail_head) < f_free)
+                    assert (free_list[fj] != m_seg[fi]);
+        end
+        // No internal FIFO is pushed when full.
+        assert (!(bf_push && !bf_ready));
+        assert (!(c_v && !dq_ready));
+        assert (!(rq_push && !rq_ready));
+        assert (!(p2_valid && !of_ready));
+        // A beat offered on m_axis stays put until taken.
+        if ($past(m_axis_tvalid && !m_axis_tready)) begin
+            assert (m_axis_tvalid);
+            assert ($stable(m_axis_tdata));
+            assert ($stable(m_axis_tkeep));
+            assert ($stable(m_axis_tlast));
+            assert ($stable(m_axis_tid));
+        end
+    end
+`endif
 endmodule
 
 `default_nettype wire

@@ -200,9 +200,16 @@ def config_from_vector(raw: dict) -> QueueConfig:
 
 @dataclass
 class Reference:
-    """The software switch's OlafQueue, fed message by message alongside the DUT."""
+    """The software switch's OlafQueue, fed message by message alongside the DUT.
+
+    With ``rules`` set, messages go through one at a time and each valid UPDATE is
+    binned by the queue rule that decides it (looked up in the reference's slot state
+    first): rule 1 REPLACED (same worker, agg_count 1) vs rule 3 REPLACED (higher
+    reward), merges into a saturated agg_count, and so on.
+    """
 
     config: QueueConfig
+    rules: Counter[str] | None = None
     queue: OlafQueue = field(init=False)
 
     def __post_init__(self) -> None:
@@ -212,8 +219,40 @@ class Reference:
         """The responses the reference gives to ``messages`` (silent drops give none)."""
         if not messages:
             return []
-        responses, _, _ = self.queue.process(decode(list(messages), self.config.values))
-        return encode(responses)
+        if self.rules is None:
+            responses, _, _ = self.queue.process(decode(list(messages), self.config.values))
+            return encode(responses)
+        out: list[bytes] = []
+        for message in messages:
+            self._bin(message)
+            responses, _, _ = self.queue.process(decode([message], self.config.values))
+            out += encode(responses)
+        return out
+
+    def _bin(self, message: bytes) -> None:
+        assert self.rules is not None
+        cfg, q = self.config, self.queue
+        if len(message) > HEADER_LEN + 4 * cfg.values:
+            self.rules["overlong packet"] += 1
+        if len(message) != HEADER_LEN + 4 * cfg.values or message[0] != 0x10 | MsgType.UPDATE:
+            return
+        cluster, worker, block = (int.from_bytes(message[o:o + 2], "big") for o in (2, 4, 6))
+        reward = int.from_bytes(message[24:28], "big", signed=True)
+        if cluster >= cfg.max_clusters or block >= cfg.max_blocks or message[14] != cfg.frac_bits:
+            return
+        s = q.index[cluster * cfg.max_blocks + block]
+        if s < 0 or q.mode != Mode.OLAF:
+            self.rules["full" if q.occupied == cfg.capacity else "enqueue"] += 1
+            return
+        slots = q.slots
+        if slots["agg_count"][s] == 1 and slots["worker_id"][s] == worker:
+            self.rules["rule 1 REPLACED (same worker)"] += 1
+        elif abs(reward - slots["reward"][s]) < q.threshold:
+            self.rules["merge into agg_count 65535" if slots["agg_count"][s] == 0xFFFF else "merge"] += 1
+        elif reward > slots["reward"][s]:
+            self.rules["rule 3 REPLACED (higher reward)"] += 1
+        else:
+            self.rules["dropped for reward"] += 1
 
 
 # ---------------------------------------------------------------- traffic
@@ -275,8 +314,10 @@ def invalid_message(rng: random.Random, valid_update: bytes) -> bytes:
     elif kind == Verdict.NOT_FROM_HOST:
         raw[0] = 0x10 | rng.choice([MsgType.ACK, MsgType.DATA, MsgType.EMPTY])
     elif kind == Verdict.BAD_LENGTH:
-        if rng.random() < 0.5:
+        if rng.random() < 0.3:
             return bytes(raw[: len(raw) - 4 * rng.randrange(1, 4)])
+        if rng.random() < 0.4:  # overlong: extra beats the ingest must discard
+            return bytes(raw) + bytes(rng.randrange(1, 200))
         raw[13] = rng.choice([0, 1, 63, 65, 255])
     elif kind == Verdict.BAD_FRAC_BITS:
         raw[14] = rng.choice([0, 8, 15, 17, 31])
@@ -328,7 +369,7 @@ def random_traffic(
             seq=seqs[cluster, worker],
             model_version=rng.randrange(1000),
             gen_time_us=rng.randrange(2**32),
-            agg_count=1 if rng.random() < 0.9 else rng.randrange(2, 65536),
+            agg_count=1 if rng.random() < 0.9 else rng.choice([0xFFFF, rng.randrange(2, 65535)]),
         )
         if rng.random() < invalid_rate:
             message = invalid_message(rng, message)
@@ -490,10 +531,12 @@ class QueueBench:
         for endpoint in (self.source, self.sink):
             endpoint.log.setLevel("WARNING")
         self.config = QueueConfig()
+        self.rules: Counter[str] | None = None  # set to a Counter to bin queue rules
         self.reference = Reference(self.config)
         self.coverage: Counter[str] = Counter()
         self.compared = 0
         self.next_tid = 0
+        self.counter_reads: set[int] = set()
         self.checkers = [AxisProtocolChecker(dut, "s_axis", "s_axis"),
                          AxisProtocolChecker(dut, "m_axis", "m_axis")]
         dut.rst.value = 1
@@ -524,7 +567,7 @@ class QueueBench:
         self.sink.clear()
         self.dut.rst.value = 0
         await RisingEdge(self.dut.clk)
-        self.reference = Reference(self.config)
+        self.reference = Reference(self.config, self.rules)
 
     async def exchange(
         self,
@@ -593,6 +636,7 @@ class QueueBench:
     async def read_counter(self, select: int) -> int:
         from cocotb.triggers import ReadOnly, RisingEdge
 
+        self.counter_reads.add(select)
         self.dut.cnt_sel.value = select
         await RisingEdge(self.dut.clk)
         await ReadOnly()

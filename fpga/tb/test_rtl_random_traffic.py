@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import random
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
@@ -50,6 +51,7 @@ async def random_traffic_scoreboard(dut) -> None:  # noqa: ANN001 - cocotb handl
     rng = random.Random(int(os.environ.get("OLAF_TB_SEED", "20300")))
     values = tb_values()
     bench = QueueBench(dut)
+    bench.rules = Counter()
     await bench.reset(QueueConfig(capacity=16, values=values))
     per_chunk = max(1, messages // len(CHUNKS))
     for mode, threshold, congestion, source_busy, sink_busy in CHUNKS:
@@ -64,10 +66,20 @@ async def random_traffic_scoreboard(dut) -> None:  # noqa: ANN001 - cocotb handl
         bench.sink.set_pause_generator(random_pauses(rng, sink_busy))
         await bench.exchange(list(random_traffic(rng, per_chunk, values=values)))
     await bench.check_state()
+    counter_selects = len(bench.counter_reads)
     dut._log.info("coverage over %d responses: %s", bench.compared, dict(bench.coverage))
-    # Functional coverage: every ACK outcome, DATA and EMPTY were seen and compared.
+    dut._log.info("rule coverage: %s; counter selects read back: %d", dict(bench.rules), counter_selects)
+    # Functional coverage: every ACK outcome, DATA and EMPTY were seen and compared,
+    # and every queue rule was decided at least once.
     for name in [o.name for o in Outcome] + [MsgType.DATA.name, MsgType.EMPTY.name]:
         assert bench.coverage[name] > 0, f"random traffic never produced {name}"
+    rule_bins = ["rule 1 REPLACED (same worker)", "rule 3 REPLACED (higher reward)", "merge",
+                 "dropped for reward", "full", "enqueue"]
+    if messages >= 5000:
+        rule_bins += ["merge into agg_count 65535", "overlong packet"]
+    for name in rule_bins:
+        assert bench.rules[name] > 0, f"random traffic never exercised {name}"
+    assert counter_selects == 21, "every outcome, msg-type and verdict counter is read back"
 
 
 @pytest.mark.parametrize("simulator", SIMULATORS)
