@@ -392,3 +392,27 @@ def test_stale_feedback_forces_a_probe() -> None:
         model.add_slot(t)
     model.solver.add(*[model.skipped[t][1] for t in range(1, 14)])
     assert model.solver.check() == z3.sat
+
+
+def test_verified_states_its_assumptions_and_dumps_the_query(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import z3
+
+    prefix = tmp_path / "q"
+    args = ["--workers", "2", "--horizon", "6", "--warmup", "2", "--sender", "always",
+            "--property", "responsiveness", "--json", "--dump-smt", str(prefix)]
+    assert main(args) == 0
+    (res,) = json.loads(capsys.readouterr().out)["results"]
+    assert res["status"] == "VERIFIED" and res["scope"] == "bounded"
+    assert res["checked_through_slot"] == 5
+    text = " ".join(res["assumptions"])
+    assert "workers always send" in text and "slots 0..5" in text and "no stalls" in text
+    # The dumped query is the verdict's: unsat, and sat once the bound is lowered.
+    solver = z3.Solver()
+    solver.from_file(str(tmp_path / "q.responsiveness.smt2"))
+    assert solver.check() == z3.unsat
+    assert main([*args[:-2], "--aom-bound", "0", "--dump-smt", str(prefix)]) == 1
+    capsys.readouterr()
+    solver = z3.Solver()
+    solver.from_file(str(tmp_path / "q.responsiveness.smt2"))
+    assert solver.check() == z3.sat
