@@ -215,3 +215,16 @@ def test_impact_learns_cartpole_through_the_block_wise_ps() -> None:
     # A fresh (near-uniform) greedy policy falls over in ~10 steps; random actions ~22.
     assert before < 30
     assert after > 100, (before, after)
+
+
+def test_target_defaults_to_the_environments_reward_threshold() -> None:
+    from olaf.drl.cli_args import add_run_arguments, resolve_target
+    from olaf.drl.evaluation import default_target
+
+    assert default_target("CartPole-v1") == 475.0
+    assert default_target("LunarLander-v3") == 200.0
+    assert default_target("Pendulum-v1") is None  # no threshold: no target
+    parser = argparse.ArgumentParser()
+    add_run_arguments(parser, duration=10)
+    assert resolve_target(parser.parse_args([])) == 475.0
+    assert resolve_target(parser.parse_args(["--target-reward", "300"])) == 300.0
