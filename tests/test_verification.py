@@ -140,6 +140,7 @@ clusters), so workers may skip; the segment encoding tracks each sender's feedba
                          ids=["fair", "tight", "ring", "half-rate", "throttled"])
 def test_encodings_agree(dep: Deployment) -> None:
     """counting, segments and explicit encode the same behaviours: same verdicts."""
+    dep = Deployment(**{**dep.as_dict(), "horizon": min(dep.horizon, 8)})
     engines = ["explicit"]
     model = build_model(dep, "fairness")
     if model.ENGINE == "segments":
@@ -416,3 +417,20 @@ def test_verified_states_its_assumptions_and_dumps_the_query(
     solver = z3.Solver()
     solver.from_file(str(tmp_path / "q.responsiveness.smt2"))
     assert solver.check() == z3.sat
+
+
+def test_pull_jitter_widens_the_scope() -> None:
+    """Two workers, one cluster, one PULL per slot: AoM <= 1 holds on the exact schedule,
+    but a PS one PULL behind (then catching up) breaks it; the trace replays and keeps
+    within the jitter."""
+    exact = Deployment(workers=2, clusters=1, horizon=8, warmup=2, sender="always",
+                       aom_bound=1)
+    assert check(exact, "responsiveness", "explicit").status == "VERIFIED"
+    jittery = Deployment(**{**exact.as_dict(), "pull_jitter": 1})
+    result = check(jittery, "responsiveness")
+    assert result.status == "VIOLATED" and result.trace is not None
+    assert result.engine == "explicit"
+    assert replay(jittery, result.trace).ok
+    assert not replay(exact, result.trace).ok  # off the exact schedule: an assumption fails
+    with pytest.raises(ValueError, match="exact PULL schedule"):
+        build_model(jittery, "fairness", Options(engine="segments"))

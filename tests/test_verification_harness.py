@@ -489,7 +489,7 @@ def _realised_rewards_replay() -> None:
     """Concrete rewards found for a chain of reward decisions (merge, replace by a higher
     reward, drop a lower one) make the reference queue take exactly those decisions."""
     dep = Deployment(workers=4, clusters=1, capacity=2, horizon=3, warmup=0, rewards="any",
-                     sender="always")
+                     sender="always", pull_rate=Fraction(1, 2))  # no PULL in slot 0
     ev = [Event("update", 1, worker=0, cluster=0, outcome="ENQUEUED"),
           Event("update", 1, worker=1, cluster=0, outcome="MERGED", merge_choice="MERGED"),
           Event("update", 1, worker=2, cluster=0, outcome="REPLACED", merge_choice="REPLACED"),
@@ -509,7 +509,7 @@ def test_realised_rewards_take_the_traces_decisions() -> None:
                          ids=[m[0] for m in MUTANTS])
 def test_mutant_is_killed(name: str, owner: Any, attr: str, old: str, new: str,
                           killer: Callable[[], None], monkeypatch: pytest.MonkeyPatch) -> None:
-    BRUTE.clear()  # the brute force is of the reference and unaffected, but keep it honest
+    # BRUTE (the brute force's cache) is of the reference queue: no mutant touches it.
     killer()  # passes on the real code
     _patch(monkeypatch, owner, attr, old, new)
     if owner is sending:

@@ -30,7 +30,7 @@ from verification.sending import probe_gap
 def segments_apply(dep: Deployment) -> bool:
     """True when the segment encoding is exact for ``dep``: OLAF mode without a reward
     threshold (every UPDATE that meets its cluster's slot merges or replaces)."""
-    return dep.mode == "olaf" and dep.rewards == "merge"
+    return dep.mode == "olaf" and dep.rewards == "merge" and not dep.pull_jitter
 
 
 def build_model(dep: Deployment, prop: str, options: Options | None = None,
@@ -102,8 +102,10 @@ def assumptions(dep: Deployment, prop: str) -> list[str]:
         f"slot {dep.horizon - 1})",
         f"every worker has one fresh update per slot of {dep.slot_ms:g} ms, all with the same "
         "period and phase, each update one block",
-        f"the PS sends exactly floor((t+1)r) - floor(tr) PULLs in slot t, r = "
-        f"{float(dep.pull_rate):g} (no stalls, no jitter)",
+        (f"the PS sends exactly floor((t+1)r) - floor(tr) PULLs in slot t, r = "
+         f"{float(dep.pull_rate):g} (no stalls, no jitter)" if not dep.pull_jitter else
+         f"the PS has sent floor((t+1)r) ± {dep.pull_jitter} PULLs by the end of slot t, r = "
+         f"{float(dep.pull_rate):g} (jitter; no longer stalls)"),
         "messages of a slot reach the switch in any order; every ACK returns within its slot; "
         "no loss or reordering between hosts and switch",
         f"queue mode {dep.mode} and the reward threshold fixed for the run",

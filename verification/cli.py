@@ -72,6 +72,9 @@ def build_parser() -> ArgumentParser:
     g.add_argument("--alpha", type=float, help=f"P_s exploration weight (default {d.alpha})")
     g.add_argument("--beta", type=float, help=f"P_s decay per ms (default {d.beta})")
     g.add_argument("--slot-ms", type=float, help=f"slot length in ms (default {d.slot_ms:g})")
+    g.add_argument("--pull-jitter", type=int,
+                   help="the PS's cumulative PULL count may be off the schedule by up to this "
+                        "many PULLs (default 0; explicit encoding)")
     g.add_argument("--send-rule", choices=SEND_RULES,
                    help="design: DESIGN.md §4 (free share, feedback expiry, probe; default); "
                         "legacy: the old rule (Q_free in slots, no expiry)")
@@ -120,7 +123,7 @@ def _skip(text: str) -> int | str:
 
 FLAG_FIELDS = ("workers", "clusters", "capacity", "pull_rate", "mode", "sender", "alpha", "beta",
                "slot_ms", "rewards", "horizon", "warmup", "fairness_threshold", "aom_bound",
-               "max_skip", "send_rule", "feedback_ttl_ms", "starvation_bound")
+               "max_skip", "send_rule", "feedback_ttl_ms", "starvation_bound", "pull_jitter")
 
 
 def deployment_from_args(args: argparse.Namespace) -> tuple[Deployment, str, float]:
@@ -153,7 +156,8 @@ def describe(dep: Deployment) -> str:
     return (
         f"{dep.workers} workers in {dep.clusters} clusters ({per} each), capacity "
         f"{dep.capacity}, {dep.mode.upper()} mode, sender {dep.sender}, "
-        f"{float(dep.pull_rate):g} PULL/slot, slot {dep.slot_ms:g} ms, alpha {dep.alpha:g}, "
+        f"{float(dep.pull_rate):g} PULL/slot (jitter ±{dep.pull_jitter}), slot {dep.slot_ms:g} ms, "
+        f"alpha {dep.alpha:g}, "
         f"beta {dep.beta:g}, send rule {dep.send_rule}, feedback ttl {dep.feedback_ttl_ms:g} ms, "
         f"rewards={dep.rewards}; slots {dep.warmup}..{dep.horizon - 1} "
         f"checked, fairness <= {float(dep.fairness_threshold):g}, AoM <= {dep.aom_bound}, "

@@ -82,6 +82,9 @@ class Deployment:
     starvation_bound: int | None = None
     """Starvation property: no worker skips more than this many slots in a row while
     the queue has room. ``None``: the probe gap minus one, ``ceil(ttl / slot_ms)``."""
+    pull_jitter: int = 0
+    """The PS's cumulative PULL count by the end of slot t may differ from the nominal
+    ``floor((t+1) r)`` by up to this many PULLs (0: exact schedule). Explicit encoding."""
     rewards: str = "merge"
     """``merge``: no reward threshold set (the switch default, every compatible update
     merges). ``any``: rewards and threshold unknown, so an update that meets another
@@ -96,7 +99,7 @@ class Deployment:
             self, "fairness_threshold", _fraction(self.fairness_threshold, "fairness-threshold")
         )
         for name in ("workers", "clusters", "capacity", "horizon", "warmup", "aom_bound",
-                     "max_skip", "starvation_bound"):
+                     "max_skip", "starvation_bound", "pull_jitter"):
             value = getattr(self, name)
             if value is None and name in ("max_skip", "starvation_bound"):
                 continue
@@ -124,6 +127,8 @@ class Deployment:
             fail("fairness-threshold must be >= 0 slots")
         if self.aom_bound < 0:
             fail("aom-bound must be >= 0 slots")
+        if not 0 <= self.pull_jitter <= 4:
+            fail(f"pull-jitter must be 0..4 PULLs, got {self.pull_jitter}")
         if self.max_skip is not None and self.max_skip < 0:
             fail("max-skip must be >= 0 slots")
         if not (math.isfinite(self.alpha) and self.alpha >= 0):
@@ -185,6 +190,10 @@ class Deployment:
             return self.starvation_bound
         slots = self.feedback_ttl_ms / self.slot_ms
         return math.ceil(slots) if slots < self.horizon else self.horizon
+
+    def pulled_by(self, t: int) -> int:
+        """PULLs the PS has sent by the end of slot ``t`` on the nominal schedule."""
+        return math.floor((t + 1) * self.pull_rate)
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -38,7 +38,7 @@ class CountingModel(AomModel):
 
     def __init__(self, dep: Deployment, prop: str, options: Options | None = None,
                  aom_cap: int | None = None) -> None:
-        if dep.mode != "olaf" or dep.rewards != "merge" or dep.aliasing:
+        if dep.mode != "olaf" or dep.rewards != "merge" or dep.aliasing or dep.pull_jitter:
             raise ValueError("the counting encoding needs OLAF mode, rewards=merge and "
                              "no contributor-bit aliasing")
         super().__init__(dep, prop, options, aom_cap)

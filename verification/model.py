@@ -31,6 +31,7 @@ from typing import Any
 
 import z3
 
+from verification.config import MAX_PULLS_PER_SLOT as MAX_PULLS
 from verification.config import PROPERTIES, Deployment
 from verification.sending import forced_window, probe_gap
 from verification.trace import Event, Slot, Trace
@@ -302,7 +303,8 @@ class AomModel:
         dep, s = self.dep, self.solver
         n = dep.workers
         pulls = dep.pulls_in_slot(t)
-        m = n + pulls
+        jitter = dep.pull_jitter
+        m = n + pulls + 2 * jitter
         self.positions += m
         evs = [self._bv(f"ev_{t}_{j}", self.wE) for j in range(m)]
         for j, ev in enumerate(evs):
@@ -315,7 +317,17 @@ class AomModel:
             is_w.append([ev == u for u in range(n)])
         for u in range(n):
             s.add(z3.AtMost(*[is_w[j][u] for j in range(m)], 1))
-        if pulls:
+        if jitter:
+            # The PS's cumulative PULL count stays within ±jitter of the nominal schedule.
+            wc = bits(2 * dep.horizon * (MAX_PULLS + 2 * jitter))
+            count = z3.Sum([z3.If(ev == self.PULL, z3.BitVecVal(1, wc), z3.BitVecVal(0, wc))
+                            for ev in evs])
+            self.pulled = self._fresh(f"pulled_{t}", self.pulled_so_far(wc) + count)
+            nominal = dep.pulled_by(t)
+            s.add(z3.ULE(self.pulled, nominal + jitter))
+            if nominal > jitter:
+                s.add(z3.UGE(self.pulled, nominal - jitter))
+        elif pulls:
             s.add(z3.PbEq([(ev == self.PULL, 1) for ev in evs], pulls))
         else:
             s.add(*[ev != self.PULL for ev in evs])
@@ -345,6 +357,11 @@ class AomModel:
                     f"last_{t}_{u}", z3.If(sends[u], self._const(t, self.wT), self.last_send[u])
                 )
         self._end_slot(t, received)
+
+    def pulled_so_far(self, width: int) -> Any:
+        """PULLs sent before the current slot (pull jitter only)."""
+        return getattr(self, "pulled", None) if getattr(self, "pulled", None) is not None \
+            else z3.BitVecVal(0, width)
 
     def _end_slot(self, t: int, received: list[list[Any]]) -> None:
         """AoM and the starvation counters at the end of slot ``t``."""

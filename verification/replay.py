@@ -114,9 +114,14 @@ def replay(dep: Deployment, trace: Trace, expect_violation: bool = True) -> Repl
     max_silent = [0] * n
     received = [0] * n
     aom: list[int] = [0] * n
+    pulled = 0
     for s in trace.slots:
         t = s.slot
         room = queue.occupied < dep.capacity
+        pulled += sum(1 for e in s.events if e.kind == "pull")
+        if abs(pulled - dep.pulled_by(t)) > dep.pull_jitter:
+            bad(f"slot {t}: {pulled} PULLs so far, the schedule allows "
+                f"{dep.pulled_by(t)} ± {dep.pull_jitter}")
         senders = [e.worker for e in s.events if e.kind == "update"]
         if sorted(senders) != sorted(set(senders)):
             bad(f"slot {t}: a worker sends twice")
