@@ -5,8 +5,9 @@ default) and prints, per stream, cycles per message against the one-beat-per-cyc
 ideal (``max(input beats, output beats)`` per message) and the resulting rate at
 250 MHz. Baseline in the same run: the software reference OlafQueue processing
 the same messages, so the ratio survives a noisy shared machine.
-With ``--yosys`` (Debian's yosys on PATH) it also prints a Xilinx 7-series cell
-estimate from ``synth_xilinx`` (about a minute of CPU).
+With ``--yosys`` (Debian's yosys on PATH) it also prints the worst path and the
+Xilinx 7-series cell counts from fpga/scripts/sta.py (``synth_xilinx`` + ``sta``,
+cell delays only; about two minutes of CPU) and the clock that path allows.
 
 Run: ``.venv/bin/python benchmarks/bench_fpga.py [--simulator icarus] [--width 64] [--yosys]``.
 """
@@ -16,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -68,32 +68,14 @@ def reference_streams() -> dict[str, list[bytes]]:
     }
 
 
-def yosys_estimate(width: int) -> str:
-    """Xilinx 7-series cell counts from yosys ``synth_xilinx`` (no place and route, no timing)."""
-    params = harness.parameters(width)
-    chparam = " ".join(f"-set {k} {v}" for k, v in params.items())
-    with tempfile.TemporaryDirectory() as tmp:
-        stat = Path(tmp) / "stat.txt"
-        script = (
-            f"read_verilog -defer {harness.RTL_SOURCES[0]}; "
-            f"chparam {chparam} {harness.TOPLEVEL}; hierarchy -top {harness.TOPLEVEL}; "
-            f"synth_xilinx -family xc7 -noiopad -top {harness.TOPLEVEL}; tee -q -o {stat} stat"
-        )
-        subprocess.run(["yosys", "-q", "-p", script], capture_output=True, text=True, check=True)
-        return f"params {params}\n" + summarize_stat(stat.read_text())
+def yosys_timing(width: int) -> tuple[float, str]:
+    """Worst path (ns) and a cell summary from fpga/scripts/sta.py (synthesis only, no routing)."""
+    sys.path.insert(0, str(ROOT / "fpga" / "scripts"))
+    import sta
 
-
-def summarize_stat(text: str) -> str:
-    """The cell lines of a yosys ``stat`` report, with LUTs added up."""
-    cells = {}
-    for line in text.splitlines():
-        parts = line.split()
-        if len(parts) == 2 and parts[0].isupper() and parts[1].isdigit():
-            cells[parts[0]] = int(parts[1])
-    luts = sum(n for name, n in cells.items() if name.startswith("LUT"))
-    flops = sum(n for name, n in cells.items() if name.startswith("FD"))
-    listed = ", ".join(f"{name} {n}" for name, n in sorted(cells.items()))
-    return f"LUTs {luts}, flip-flops {flops}; {listed}"
+    worst, path, cells = sta.run(sta.DEFAULT_SOURCES, harness.parameters(width))
+    ends = f"{path[-3] if len(path) >= 3 else '?'} ... {path[0] if path else '?'}"
+    return worst, f"worst path {worst:.3f} ns ({ends}); {sta.summarize(cells)}"
 
 
 def main() -> int:
@@ -136,8 +118,12 @@ def main() -> int:
         if shutil.which("yosys") is None:
             print("yosys not installed (apt-get install yosys)")
         else:
-            print("yosys synth_xilinx -family xc7 estimate (cells; no place and route):")
-            print(yosys_estimate(args.width))
+            worst, summary = yosys_timing(args.width)
+            print("yosys synth_xilinx -family xc7 + sta (cell delays, no place and route):")
+            print(summary)
+            print(f"clock allowed by that path: {1e3 / worst:.0f} MHz; figures above use"
+                  f" {CLOCK_HZ / 1e6:.0f} MHz (the XDC target), which leaves"
+                  f" {1e9 / CLOCK_HZ - worst:.2f} ns per cycle for routing")
     return 0
 
 

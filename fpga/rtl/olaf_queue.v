@@ -298,8 +298,9 @@ module olaf_queue #(
     // Beat FIFO: value-carrying beats of messages waiting for their decision.
     wire bf_ready;
     wire bf_push = i_tvalid && i_tready && in_beat < NB_UPD;
-    // A tlast beat needs H free (or leaving); other beats only need FIFO room.
-    assign i_tready = !rst && bf_ready && !(h_valid && !h_take);
+    // A tlast beat needs H free (or leaving); other beats only need FIFO room, so the
+    // next UPDATE streams in while a message waits in H for the decide pipeline.
+    assign i_tready = !rst && bf_ready && !(i_tlast && h_valid && !h_take);
     wire in_fire = i_tvalid && i_tready;
 
     reg [$clog2(BW+1)-1:0] keep_cnt;

@@ -130,7 +130,9 @@ def build(
     build_args: list[str] = []
     if simulator == "verilator":
         # -O1 C++: the model is small and the bench is Python-bound; halves compile time.
-        build_args = ["-CFLAGS", "-O1", "--x-assign", "0", "--x-initial", "0"]
+        # --coverage-line: every Verilator run leaves line coverage for
+        # test_rtl_zz_line_coverage.py to add up.
+        build_args = ["-CFLAGS", "-O1", "--x-assign", "0", "--x-initial", "0", "--coverage-line"]
     with _environment(simulator_env(simulator)):
         runner.build(
             sources=list(sources or RTL_SOURCES),
@@ -175,12 +177,25 @@ def run(
             log_file=out / f"{name}.log",
             results_xml=str(results),
         )
+    keep_coverage(out, name)
     # Under pytest the runner raises on failures itself; a plain script must check.
     from cocotb_tools.runner import get_results
 
     tests, failed = get_results(results)
     if failed or not tests:
         raise RuntimeError(f"{failed} of {tests} cocotb tests failed in {module}; see {out}")
+
+
+def keep_coverage(out: Path, name: str) -> None:
+    """Keep a Verilator run's coverage.dat (the next run would overwrite it)."""
+    data = out / "coverage.dat"
+    if data.exists():
+        data.replace(out / f"{name}.coverage.dat")
+
+
+def coverage_files() -> list[Path]:
+    """Line-coverage data of every Verilator run of queue benches in this checkout."""
+    return sorted(FPGA_DIR.glob("sim_build_verilator_*/*.coverage.dat"))
 
 
 # ---------------------------------------------------------------- reference model
