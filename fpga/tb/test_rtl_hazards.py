@@ -66,7 +66,8 @@ async def back_to_back_same_key(dut) -> None:  # noqa: ANN001 - cocotb handle
     # Output stalled while merges queue up, then released: back-to-back RMW.
     bench.sink.set_pause_generator(iter([True] * 400 + [False] * 100_000))
     await bench.exchange([upd(1, w % 8, 5, 1.0, fill=3 * w + 1) for w in range(40)] + [pull_message()] * 2)
-    bench.sink.set_pause_generator(iter([]))
+    bench.sink.clear_pause_generator()
+    bench.sink.pause = False
     await bench.check_state()
 
 
@@ -110,7 +111,8 @@ async def pending_segments_not_reused(dut) -> None:  # noqa: ANN001 - cocotb han
         churn += [pull_message()] * 4
         churn += [upd(k % 16, 3 + j, 300 + 4 * k + j, 1.0, fill=5 * k + j) for j in range(4)]
     await bench.exchange(churn)
-    bench.sink.set_pause_generator(iter([]))
+    bench.sink.clear_pause_generator()
+    bench.sink.pause = False
     await bench.check_state()
     # More owners than segments means one segment was handed out twice, whether or not
     # the values it was overwritten with happened to reach a compared DATA.
