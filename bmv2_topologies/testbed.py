@@ -318,16 +318,19 @@ class Testbed:
                 with contextlib.suppress(ProcessLookupError):
                     proc.popen.send_signal(signal.SIGTERM)
         for proc in procs:
-            self.stop(proc, grace)
+            self.stop(proc, grace, signalled=True)
 
-    def stop(self, proc: Process, grace: float = 5.0) -> int | None:
+    def stop(self, proc: Process, grace: float = 5.0, *, signalled: bool = False) -> int | None:
         """SIGTERM (the commands' clean stop), then SIGKILL after ``grace`` seconds.
 
+        ``signalled``: SIGTERM was already sent; a second one could land while the program's
+        interpreter is shutting down after its final line, where it kills with -15.
         Before the kill, SIGUSR1: a program that registered ``faulthandler`` for it writes
         its threads' stacks to its log, so a stuck stop can be diagnosed afterwards."""
         if proc.popen.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.popen.send_signal(signal.SIGTERM)
+            if not signalled:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.popen.send_signal(signal.SIGTERM)
             try:
                 proc.popen.wait(grace)
             except subprocess.TimeoutExpired:
