@@ -12,8 +12,6 @@
 #define OLAF_TNA_V 32
 const bit<8>  OLAF_TNA_V8 = 32;
 const bit<16> OLAF_TNA_UPDATE_UDP_LEN = 172;  /* UDP header + OLAF header + 4 * 32 */
-const bit<16> OLAF_TNA_DATA_IPV4_LEN = 192;   /* IPv4 header + OLAF_TNA_UPDATE_UDP_LEN */
-const bit<16> OLAF_TNA_SHORT_IPV4_LEN = 64;   /* IPv4 header + UDP header + OLAF header */
 
 /* Slots are numbered 1..capacity so that an index entry (0 = no slot) is itself the
  * slot number: a Register index must be a plain field, with no "- 1" in front of it.
@@ -103,7 +101,7 @@ header olaf_resubmit_t {
     bit<8>  op;       /* OP_* */
     bit<8>  outcome;  /* the ACK's outcome for UPDATE ops */
     bit<8>  pad0;
-    bit<16> slot;     /* the slot the op works on (append, pop: taken in pass 2) */
+    bit<16> slot;     /* the slot the op works on */
     bit<16> pad1;
 }
 

@@ -14,7 +14,36 @@ parser OlafIngressParser(packet_in pkt,
                          out ingress_intrinsic_metadata_t ig_intr_md) {
     state start {
         pkt.extract(ig_intr_md);
+        /* Zeroed here so that no table reads metadata the hardware left undefined (and
+         * the program means the same on Tofino as in the interpreter). */
         md.is_olaf = 0;
+        md.port_in = 0;
+        md.cfg_mode = 0;
+        md.cfg_threshold = 0;
+        md.cfg_congestion_threshold = 0;
+        md.cfg_frac_bits = 0;
+        md.cfg_capacity = 0;
+        md.len_diff = 0;
+        md.frac_xor = 0;
+        md.cluster_room = 0;
+        md.block_room = 0;
+        md.slot_key = 0;
+        md.was_locked = 0;
+        md.occupied = 0;
+        md.occ_diff = 0;
+        md.entry = 0;
+        md.slot_agg = 0;
+        md.slot_worker = 0;
+        md.slot_reward = 0;
+        md.worker_xor = 0;
+        md.up_diff = 0;
+        md.down_diff = 0;
+        md.up_margin = 0;
+        md.down_margin = 0;
+        md.cluster_slots = 0;
+        md.active = 0;
+        md.util = 0;
+        md.cong_diff = 0;
         transition select(ig_intr_md.resubmit_flag) {
             1: parse_resubmit;
             0: parse_port_metadata;
@@ -129,6 +158,8 @@ parser OlafEgressParser(packet_in pkt,
     state start {
         pkt.extract(eg_intr_md);
         md.drop_prob = 0;
+        md.draw = 0;
+        md.drop_margin = 0;
         transition accept;
     }
 }

@@ -301,8 +301,8 @@ control OlafIngress(inout headers_t hdr,
         hdr.olaf.msg_type = MSG_ACK;
         hdr.olaf.outcome = OUTCOME_DROPPED_INVALID;
         hdr.olaf.num_values = 0;
-        hdr.udp.len = OLAF_MIN_UDP_LEN;
-        hdr.ipv4.totalLen = OLAF_TNA_SHORT_IPV4_LEN;
+        hdr.udp.len = UDP_HEADER_LEN + OLAF_HEADER_LEN;
+        hdr.ipv4.totalLen = IPV4_HEADER_LEN + UDP_HEADER_LEN + OLAF_HEADER_LEN;
     }
 
     action data_from_key() {
@@ -317,7 +317,7 @@ control OlafIngress(inout headers_t hdr,
         hdr.olaf.frac_bits = md.cfg_frac_bits;
         hdr.olaf.reserved = 0;
         hdr.udp.len = OLAF_TNA_UPDATE_UDP_LEN;
-        hdr.ipv4.totalLen = OLAF_TNA_DATA_IPV4_LEN;
+        hdr.ipv4.totalLen = IPV4_HEADER_LEN + OLAF_TNA_UPDATE_UDP_LEN;
     }
 
     action answer_empty() {
@@ -335,16 +335,16 @@ control OlafIngress(inout headers_t hdr,
         hdr.olaf.outcome = OUTCOME_ENQUEUED;
         hdr.olaf.frac_bits = md.cfg_frac_bits;
         hdr.olaf.reserved = 0;
-        hdr.udp.len = OLAF_MIN_UDP_LEN;
-        hdr.ipv4.totalLen = OLAF_TNA_SHORT_IPV4_LEN;
+        hdr.udp.len = UDP_HEADER_LEN + OLAF_HEADER_LEN;
+        hdr.ipv4.totalLen = IPV4_HEADER_LEN + UDP_HEADER_LEN + OLAF_HEADER_LEN;
     }
 
     action answer_ack() {
         hdr.olaf.msg_type = MSG_ACK;
         hdr.olaf.outcome = md.resub.outcome;
         hdr.olaf.num_values = 0;
-        hdr.udp.len = OLAF_MIN_UDP_LEN;
-        hdr.ipv4.totalLen = OLAF_TNA_SHORT_IPV4_LEN;
+        hdr.udp.len = UDP_HEADER_LEN + OLAF_HEADER_LEN;
+        hdr.ipv4.totalLen = IPV4_HEADER_LEN + UDP_HEADER_LEN + OLAF_HEADER_LEN;
         hdr.values[0].setInvalid();  hdr.values[1].setInvalid();  hdr.values[2].setInvalid();
         hdr.values[3].setInvalid();  hdr.values[4].setInvalid();  hdr.values[5].setInvalid();
         hdr.values[6].setInvalid();  hdr.values[7].setInvalid();  hdr.values[8].setInvalid();

@@ -1,21 +1,17 @@
-"""A source-level interpreter for the subset of P4_16 that p4/olaf.p4 (v1model) and
-p4/tna/olaf_tna.p4 (TNA) use.
+"""A source-level interpreter for the subset of P4_16 (TNA) that p4/tna/olaf_tna.p4 uses.
 
-No P4 compiler or bmv2 can be installed on the development machines, so this runs the
-program's own text: preprocessing (#include, #define, -D), parser states with header
-stacks, controls with actions, tables (default actions only: the replay installs no
-entries), registers, counters, sub-control calls with copy-in/copy-out, for loops,
-casts, wrap-around and saturating arithmetic on bit<W>/int<W>, the IPv4 checksum,
-truncate and the deparser. For v1model it follows bmv2's simple_switch pipeline: parse
-(a parser error stops parsing and sets parser_error, the packet still goes to
-ingress), ingress, drop on egress_spec 511, egress, checksum, deparse. For TNA it
-models Register/RegisterAction (the apply body runs on the cell, once per packet
-pass), Counter, Random, Checksum, the 64-bit resubmit header (once per packet) and
+Neither Tofino's assembler (bfas) nor a Tofino model is available, so the TNA program's
+behaviour is checked by running its own text: preprocessing (#include, #define, -D),
+parser states with header stacks, controls with actions and tables (exact, lpm and
+const entries), sub-control calls with copy-in/copy-out, casts, wrap-around and
+saturating arithmetic on bit<W>/int<W>, and Tofino 1's pipeline as the program uses it:
+Register/RegisterAction (the apply body runs on the cell; one access per Register per
+packet pass; the index a field, a constant or a Hash output, as bf-p4c demands), Hash
+(IDENTITY), Counter, Random, Checksum, the 64-bit resubmit header (once per packet) and
 recirculation through port 68, with intrinsic metadata reduced to the fields used.
 
-It is a development aid, not a reference: bmv2 is. It checks that the program's logic
-reproduces the shared vectors; it does not check what only p4c checks (types beyond
-the widths used here, unsupported constructs, warnings). Anything outside the subset
+What fits Tofino (stages, PHV, stateful ALU programs, gateways) is p4c-barefoot's to
+say, not this interpreter's (tests/test_tna.py runs both). Anything outside the subset
 raises ``P4SimError`` rather than guessing.
 """
 
@@ -26,8 +22,6 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-DROP_PORT = 511
 
 
 class P4SimError(Exception):
@@ -47,7 +41,7 @@ TOKEN = re.compile(
     r"|(?P<id>[A-Za-z_]\w*)"
     r"|(?P<op>\|\+\||\|-\||\+\+|##|<<|>>|<=|>=|==|!=|&&&|&&|\|\||[-+*/!~&|^<>=(){}\[\];,.:?@]))"
 )
-BUILTIN_INCLUDES = {"core.p4", "v1model.p4", "tna.p4"}
+BUILTIN_INCLUDES = {"core.p4", "tna.p4"}
 
 
 def preprocess(path: Path, defines: dict[str, str], seen: set[Path] | None = None) -> str:
@@ -179,22 +173,6 @@ class T:
         v &= (1 << self.width) - 1
         if self.signed and v >> (self.width - 1):
             v -= 1 << self.width
-        return v
-
-    def field(self, v: int) -> int:
-        """The number a bmv2 field of this type holds after ``Field::set`` (behavioral-model
-        include/bm/bm_sim/fields.h, ``export_bytes``): a signed field wraps only values
-        below its minimum or above its unsigned mask, so a value in (max, mask], e.g. the
-        unsigned contents of a register, stays that large positive number. The bytes are
-        right; arithmetic and comparisons on it are not, until a cast to int<W> (lowered
-        to two_comp_mod) fixes it."""
-        if self.width is None:
-            return v
-        mask = (1 << self.width) - 1
-        if not self.signed:
-            return v & mask
-        if v < -(1 << (self.width - 1)) or v > mask:
-            return self.norm(v)
         return v
 
 
@@ -425,16 +403,8 @@ def parse_stmt(c: Cursor, types: set[str]) -> Any:
         other = parse_stmt(c, types) if c.accept("else") else None
         return ("if", cond, then, other)
     if tok == "for":
-        c.take()
-        c.take("(")
-        init = parse_stmt(c, types)
-        cond = parse_expr(c)
-        c.take(";")
-        target = parse_expr(c)
-        c.take("=")
-        update = ("assign", target, parse_expr(c))
-        c.take(")")
-        return ("for", init, cond, update, parse_stmt(c, types))
+        # p4c 1.2.5.16 compiles a loop body once (P4-NOTES.md): refuse rather than iterate.
+        raise P4SimError("for loops are not supported")
     if tok == "transition":
         c.take()
         if c.accept("select"):
@@ -511,7 +481,7 @@ class Program:
     parsers: dict[str, ParserDecl]
     controls: dict[str, Control]
     pipeline: list[str]
-    arch: str = "v1model"
+    arch: str = ""
 
 
 def parse_program(tokens: list[str]) -> Program:
@@ -569,15 +539,6 @@ def parse_program(tokens: list[str]) -> Program:
             c.take("main")
             c.take(";")
             prog.arch = "tna"
-        elif tok == "V1Switch":
-            c.take("(")
-            while not c.accept(")"):
-                prog.pipeline.append(c.take())
-                c.take("(")
-                c.take(")")
-                c.accept(",")
-            c.take("main")
-            c.take(";")
         else:
             raise P4SimError(f"unsupported top-level declaration {tok!r}")
     return prog
@@ -585,6 +546,13 @@ def parse_program(tokens: list[str]) -> Program:
 
 def parse_control_decl(c: Cursor, ctl: Control, types: set[str]) -> None:
     tok = c.take()
+    while tok == "@":  # annotations (@stage(N) on a table) only guide the compiler
+        c.take()
+        if c.accept("("):
+            depth = 1
+            while depth:
+                depth += {"(": 1, ")": -1}.get(c.take(), 0)
+        tok = c.take()
     if tok == "action":
         name = c.take()
         ctl.actions[name] = (parse_params(c), parse_block(c, types))
@@ -631,19 +599,6 @@ def parse_control_decl(c: Cursor, ctl: Control, types: set[str]) -> None:
         ctl.tables[name] = props
     elif tok == "apply":
         ctl.body = parse_block(c, types)
-    elif tok in ("register", "counter"):
-        t = None
-        if tok == "register":
-            c.take("<")
-            t = parse_type(c)
-            c.take(">")
-        c.take("(")
-        args = []
-        while not c.accept(")"):
-            args.append(parse_expr(c))
-            c.accept(",")
-        ctl.instances[c.take()] = (tok, [t, *args])
-        c.take(";")
     elif tok in TNA_EXTERNS:
         targs = []
         if c.accept("<"):
@@ -715,7 +670,6 @@ class Goto(Exception):
 class Packet:
     data: bytes
     pos: int = 0
-    truncate_to: int | None = None
     resubmit: bytes | None = None
     registers_used: set[str] = field(default_factory=set)
 
@@ -726,13 +680,13 @@ class Switch:
     def __init__(self, main: Path, defines: dict[str, str] | None = None, seed: int = 0) -> None:
         macro = dict(defines or {})
         self.program = parse_program(tokenize(preprocess(main, macro), macro))
-        if self.program.arch == "tna":
-            self.program.types.update(TNA_TYPES)
+        if self.program.arch != "tna":
+            raise P4SimError(f"{main}: not a TNA program (Switch(pipe) main)")
+        self.program.types.update(TNA_TYPES)
         self.consts: dict[str, Val] = {"PORT_METADATA_SIZE": Val(64, T(32))}
         for name, expr in self.program.consts.items():
             self.consts[name] = self.eval(expr, {})
-        # Cells as the target holds them: a v1model cell is bmv2's unsigned number of its
-        # bits (an int<32> -1 is 4294967295); a TNA cell is a number of the Register's T.
+        # A cell is a number of its Register's T (an int<32> -1 is -1).
         self.registers: dict[str, list[int]] = {}
         self.register_types: dict[str, T] = {}
         self.index_types: dict[str, T] = {}
@@ -773,12 +727,7 @@ class Switch:
         """Create the state of a register or counter instance the first time it is seen."""
         if key in self.registers or key in self.counters:
             return
-        if kind == "register":
-            self.registers[key] = [0] * self.eval(args[1], {}).v
-            self.register_types[key] = args[0]
-        elif kind == "counter":
-            self.counters[key] = [0] * self.eval(args[1], {}).v
-        elif kind == "Register":
+        if kind == "Register":
             targs, cargs, _ = args
             t = targs[0]
             init = self.as_int(self.eval(cargs[1], {})) if len(cargs) > 1 else 0
@@ -899,9 +848,6 @@ class Switch:
         t = a.t if a.t.width is not None else b.t
         if a.t.width is not None and b.t.width is not None and a.t != b.t:
             raise P4SimError(f"{op} between {a.t} and {b.t}: p4c would reject it")
-        # bmv2 evaluates on the fields' numbers as they are (see T.field); p4c's
-        # ArithmeticFixup wraps only + - * << >> ~ and casts (mask for bit<W>, two_comp_mod
-        # for int<W>), not comparisons, & | ^ or the sat_cast of |+| |-|.
         x, y = a.v, b.v
         if op in ("==", "!=", "<", ">", "<=", ">="):
             return {"==": x == y, "!=": x != y, "<": x < y, ">": x > y, "<=": x <= y, ">=": x >= y}[op]
@@ -930,9 +876,9 @@ class Switch:
             base = self.eval(target[1], env)
             if isinstance(base, Header):
                 if not base.valid:
-                    return  # bmv2: writes to an invalid header are lost
+                    return  # a write to an invalid header is lost
                 self.check_type(value, base.fields[target[2]])
-                base.values[target[2]] = base.fields[target[2]].field(self.as_int(value))
+                base.values[target[2]] = base.fields[target[2]].norm(self.as_int(value))
             elif isinstance(base, Struct):
                 base[target[2]] = self.coerce(value, base[target[2]])
             else:
@@ -952,7 +898,7 @@ class Switch:
             if isinstance(value, bool):
                 raise P4SimError(f"bool assigned to {old.t}: p4c needs a cast")
             self.check_type(value, old.t)
-            return Val(old.t.field(self.as_int(value)), old.t)
+            return Val(old.t.norm(self.as_int(value)), old.t)
         if isinstance(old, bool) and not isinstance(value, bool):
             raise P4SimError(f"{value!r} assigned to a bool: p4c needs a bool")
         return value
@@ -1001,43 +947,7 @@ class Switch:
         kind, key = inst[0], inst[1]
         if kind in TNA_EXTERNS:
             return self.call_tna_extern(kind, key, inst[2], method, args, env)
-        if kind == "register":
-            cells = self.registers[key]
-            t = self.register_types[key]
-            if method == "read":
-                index = self.v1model_index(self.eval(args[1], env), key)
-                if index >= len(cells):
-                    raise P4SimError(f"{key}[{index}] out of bounds")
-                # targets/simple_switch/primitives.cpp: register_read is dst.set(cell),
-                # the cell's unsigned number (see write), whatever the register's T.
-                self.assign(args[0], Val(cells[index], t), env)
-                return
-            if method == "write":
-                index = self.v1model_index(self.eval(args[0], env), key)
-                if index >= len(cells):
-                    raise P4SimError(f"{key}[{index}] out of bounds")
-                value = self.eval(args[1], env)
-                self.check_type(value, t)
-                # behavioral-model src/bm_sim/stateful.cpp: Register::export_bytes masks,
-                # so a cell holds the unsigned number of its bits, also for int<W>.
-                assert t.width is not None
-                cells[index] = self.as_int(value) & ((1 << t.width) - 1)
-                return
-        if kind == "counter" and method == "count":
-            index = self.v1model_index(self.eval(args[0], env), key)
-            if index >= len(self.counters[key]):
-                raise P4SimError(f"{key}[{index}] out of bounds")
-            self.counters[key][index] += 1
-            return
         raise P4SimError(f"unsupported extern call {key}.{method}")
-
-    @staticmethod
-    def v1model_index(index: Val, key: str) -> int:
-        """v1model's register.read/write and counter.count take ``in bit<32> index``
-        (p4c p4include/v1model.p4 with the default V1MODEL_VERSION 20180101)."""
-        if index.t.width is not None and index.t != T(32):
-            raise P4SimError(f"{key}: index of type {index.t}, v1model wants bit<32>: p4c rejects it")
-        return index.v
 
     def call_tna_extern(
         self, kind: str, key: str, decl: list[Any], method: str, args: list[Any], env: dict[str, Any]
@@ -1048,6 +958,11 @@ class Switch:
             cells, t = self.registers[reg], self.register_types[reg]
             if (targs[0], targs[1]) != (t, self.index_types[reg]):
                 raise P4SimError(f"RegisterAction<{targs[0]}, {targs[1]}> on {reg}: type arguments differ")
+            if not self.plain_index(args[0], env):
+                # bf-p4c: "The index is too complex for the primitive to be handled".
+                raise P4SimError(
+                    f"{reg}: index {args[0]!r} is too complex: Tofino wants a field, constant or Hash output"
+                )
             index_val = self.eval(args[0], env)
             self.check_type(index_val, targs[1])
             index = index_val.v
@@ -1095,6 +1010,30 @@ class Switch:
             return None
         raise P4SimError(f"unsupported {kind}.{method}")
 
+    @staticmethod
+    def plain_index(e: Any, env: dict[str, Any]) -> bool:
+        """A stateful ALU's address comes from the hash/ixbar: a constant, a field (or a slice
+        of one), a control parameter or a Hash.get(), never arithmetic on them."""
+        kind = e[0]
+        if kind in ("num", "name"):
+            return True
+        if kind == "slice":
+            return Switch.plain_index(e[1], env)
+        if kind == "member":
+            return e[1][0] in ("name", "member", "index") and Switch.plain_index(e[1], env)
+        if kind == "index":
+            return e[2][0] == "num" and Switch.plain_index(e[1], env)
+        if kind == "call":
+            fn = e[1]
+            instances = env.get("__instances__", {})
+            return (
+                fn[0] == "member"
+                and fn[2] == "get"
+                and fn[1][0] == "name"
+                and instances.get(fn[1][1], ("",))[0] == "Hash"
+            )
+        return False
+
     def csum16(self, fields: list[Any], env: dict[str, Any]) -> int:
         acc, width = 0, 0
         for f in fields:
@@ -1108,23 +1047,7 @@ class Switch:
         return ~total & 0xFFFF
 
     def call_function(self, name: str, args: list[Any], env: dict[str, Any]) -> None:
-        if name == "mark_to_drop":
-            self.eval(args[0], env)["egress_spec"] = Val(DROP_PORT, T(9))
-        elif name == "truncate":
-            length = self.eval(args[0], env)
-            self.check_type(length, T(32))  # v1model: truncate(in bit<32> length)
-            env["__packet__"].truncate_to = length.v
-        elif name == "random":
-            lo, hi = self.eval(args[1], env), self.eval(args[2], env)
-            # v1model: random<T>(out T result, in T lo, in T hi): one T for all three.
-            if lo.t != hi.t and lo.t.width is not None and hi.t.width is not None:
-                raise P4SimError(f"random: lo is {lo.t}, hi is {hi.t}: p4c cannot infer one T")
-            t = lo.t if lo.t.width is not None else hi.t
-            self.assign(args[0], Val(self.rng.randint(lo.v, hi.v), t), env)
-        elif name == "update_checksum":
-            if self.eval(args[0], env):
-                self.assign(args[2], Val(self.csum16(args[1][1], env), T(16)), env)
-        elif name in env.get("__actions__", {}):
+        if name in env.get("__actions__", {}):
             self.run_action(name, [self.eval(a, env) for a in args], env)
         else:
             raise P4SimError(f"unsupported function {name}")
@@ -1236,16 +1159,6 @@ class Switch:
                 self.step(s[2], dict(env))
             elif s[3] is not None:
                 self.step(s[3], dict(env))
-        elif kind == "for":
-            local = dict(env)
-            self.step(s[1], local)
-            guard = 0
-            while self.eval(s[2], local):
-                self.step(s[4], dict(local))
-                self.step(s[3], local)
-                guard += 1
-                if guard > 100000:
-                    raise P4SimError("runaway loop")
         elif kind == "select":
             keys = [self.eval(k, env) for k in s[1]]
             for keyset, state in s[2]:
@@ -1300,40 +1213,7 @@ class Switch:
 
     def process(self, frame: bytes, ingress_port: int = 0) -> list[tuple[int, bytes]]:
         """Run one frame through the pipeline; returns [(egress_port, frame)], empty if dropped."""
-        if self.program.arch == "tna":
-            return self.process_tna(frame, ingress_port)
-        parser_name, _, ingress, egress, checksum, deparser = self.program.pipeline
-        parser = self.program.parsers[parser_name]
-        hdr = self.new(parser.params[1].type)
-        meta = self.new(parser.params[2].type)
-        std = Struct(
-            ingress_port=Val(ingress_port, T(9)),
-            egress_spec=Val(0, T(9)),
-            egress_port=Val(0, T(9)),
-            packet_length=Val(len(frame), T(32)),
-            parser_error="NoError",
-        )
-        packet = Packet(frame)
-        # A parser error stops parsing; the packet still goes to ingress (v1model).
-        std["parser_error"] = self.run_parser(parser, packet, [hdr, meta, std])
-        caller = {"__packet__": packet}
-        self.run_control(self.program.controls[ingress], [hdr, meta, std], caller)
-        if std["egress_spec"].v == DROP_PORT:
-            return []
-        port = std["egress_spec"].v
-        std["egress_port"] = Val(port, T(9))
-        std["egress_spec"] = Val(DROP_PORT + 1, T(9))
-        self.run_control(self.program.controls[egress], [hdr, meta, std], caller)
-        if std["egress_spec"].v == DROP_PORT:
-            return []
-        self.run_control(self.program.controls[checksum], [hdr, meta], caller)
-        out: dict[str, Any] = {"__packet_out__": True, "bytes": b""}
-        dep = self.program.controls[deparser]
-        self.run_control(dep, [out, hdr], caller)
-        data = out["bytes"] + frame[packet.pos :]
-        if packet.truncate_to is not None:
-            data = data[: packet.truncate_to]
-        return [(port, data)]
+        return self.process_tna(frame, ingress_port)
 
     # -- TNA -----------------------------------------------------------------------------------
     def run_parser(self, parser: ParserDecl, packet: Packet, objects: list[Any]) -> str:
