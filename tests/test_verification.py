@@ -402,12 +402,19 @@ def test_verified_states_its_assumptions_and_dumps_the_query(
     prefix = tmp_path / "q"
     args = ["--workers", "2", "--horizon", "6", "--warmup", "2", "--sender", "always",
             "--property", "responsiveness", "--json", "--dump-smt", str(prefix)]
-    assert main(args) == 0
+    assert main([*args, "--no-all-t"]) == 0
     (res,) = json.loads(capsys.readouterr().out)["results"]
     assert res["status"] == "VERIFIED" and res["scope"] == "bounded"
-    assert res["checked_through_slot"] == 5
+    assert res["checked_through_slot"] == 5 and res["all_t_search"] is None
     text = " ".join(res["assumptions"])
     assert "workers always send" in text and "slots 0..5" in text and "no stalls" in text
+    # Without --no-all-t the reachable state set closes: the verdict holds for all T.
+    assert main(args) == 0
+    (res,) = json.loads(capsys.readouterr().out)["results"]
+    assert res["status"] == "VERIFIED" and res["scope"] == "unbounded"
+    assert res["all_t_search"]["status"] == "closed"
+    text = " ".join(res["assumptions"])
+    assert "every slot from an empty queue" in text and "slots 0..5" not in text
     # The dumped query is the verdict's: unsat, and sat once the bound is lowered.
     solver = z3.Solver()
     solver.from_file(str(tmp_path / "q.responsiveness.smt2"))

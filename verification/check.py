@@ -25,6 +25,7 @@ from verification.model import (
 from verification.replay import realize_rewards
 from verification.segments import SegmentModel
 from verification.sending import probe_gap
+from verification.unbounded import Unsupported, describe_open, search, unsupported_reason
 
 
 def segments_apply(dep: Deployment) -> bool:
@@ -92,7 +93,50 @@ def check_property(dep: Deployment, prop: str, timeout_s: float | None = None,
         result.reason = ("the solver's trace needs reward decisions that no concrete "
                          "rewards produce (rewards=any over-approximates): " + result.reason)
         result.trace = None
+    if result.status == "VERIFIED" and opt.all_t:
+        budget = time.monotonic() + opt.all_t_budget
+        _search_all_t(dep, prop, result,
+                      budget if opt.deadline is None else min(budget, opt.deadline))
+        result.seconds = time.monotonic() - start
     return result
+
+
+ALL_T_ASSUMPTION = ("every slot from an empty queue (for all T: every state reachable after "
+                    "the warm-up was enumerated and checked)")
+
+
+def _search_all_t(dep: Deployment, prop: str, result: CheckResult, deadline: float | None) -> None:
+    """Try to lift a bounded VERIFIED to every horizon (``verification.unbounded``):
+    closed -> scope ``unbounded``; a violation beyond the horizon or an open search
+    keeps the bounded scope and says so; a violation inside the horizon contradicts
+    the bounded proof and makes the verdict UNKNOWN."""
+    try:
+        reason = unsupported_reason(dep)
+        if reason is not None:
+            raise Unsupported(reason)
+        found = search(dep, prop, deadline=deadline)
+    except Unsupported as e:
+        result.reason += f"; not for all T: {e}"
+        result.unbounded = {"engine": "explicit-state", "status": "unsupported", "reason": str(e)}
+        return
+    result.unbounded = found.to_dict()
+    first = 0 if prop == "starvation" else dep.warmup
+    if found.status == "closed":
+        result.scope = "unbounded"
+        result.reason += (f"; for all T: the reachable state set closed at slot {found.depth} "
+                          f"({found.states} states from slot {first} on, none violating)")
+        result.assumptions = [ALL_T_ASSUMPTION, *result.assumptions[1:]]
+    elif found.status == "violated" and found.depth >= dep.horizon:
+        result.reason += (f"; NOT for all T: the all-T search reaches a violation at slot "
+                          f"{found.depth}, beyond the horizon (--horizon {found.depth + 1} "
+                          "shows its trace)")
+    elif found.status == "violated":
+        result.status = "UNKNOWN"
+        result.reason = (f"model disagreement: the bounded encoding verified slots up to "
+                         f"{dep.horizon - 1} but the all-T search reaches a violation at slot "
+                         f"{found.depth}")
+    else:
+        result.reason += "; " + describe_open(found)
 
 
 def assumptions(dep: Deployment, prop: str) -> list[str]:

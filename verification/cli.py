@@ -103,6 +103,11 @@ def build_parser() -> ArgumentParser:
                    help=f"seconds per property (default {DEFAULT_TIMEOUT_S:g})")
     c.add_argument("--engine", choices=("auto", "counting", "segments", "explicit"),
                    default="auto", help="encoding (default auto: the fastest exact one)")
+    c.add_argument("--no-all-t", action="store_true",
+                   help="stop at the bounded proof: do not search the reachable state set for "
+                        "a result that holds for every horizon")
+    c.add_argument("--all-t-timeout", type=float, default=60.0,
+                   help="seconds the all-T search may take within --timeout (default 60)")
     c.add_argument("--no-replay", action="store_true",
                    help="do not replay counterexamples through the reference OlafQueue")
     c.add_argument("--dump-smt", metavar="PATH",
@@ -173,6 +178,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as e:
         print(f"verify-aom: error: {e}", file=sys.stderr)
         return EXIT_USAGE
+    if not args.all_t_timeout > 0:
+        print(f"verify-aom: error: all-t-timeout must be a positive number of seconds, got "
+              f"{args.all_t_timeout:g}", file=sys.stderr)
+        return EXIT_USAGE
     # z3 is slow to import; argument errors above stay fast.
     from verification.model import Options
     from verification.watchdog import run_bounded
@@ -181,7 +190,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     results = []
     for name in props:
         dump = f"{args.dump_smt}.{name}.smt2" if args.dump_smt else None
-        outcome = run_bounded(dep, name, timeout, Options(engine=args.engine, dump_smt=dump),
+        outcome = run_bounded(dep, name, timeout, Options(engine=args.engine, dump_smt=dump,
+                                                           all_t=not args.no_all_t,
+                                                           all_t_budget=args.all_t_timeout),
                               replay_trace=not args.no_replay)
         if outcome.error is not None:
             # An engine asked for explicitly that cannot represent this deployment.

@@ -94,6 +94,12 @@ class Options:
     this module), ``counting`` (``verification.counting``, a counter abstraction: exact
     but slower, kept for comparison) or ``auto``: segments when they are exact for the
     deployment, else explicit."""
+    all_t: bool = False
+    """After a bounded VERIFIED, search the reachable state set for closure
+    (``verification.unbounded``) so that the verdict can hold for every horizon
+    (``verify-aom`` turns it on unless ``--no-all-t``)."""
+    all_t_budget: float = 60.0
+    """Seconds the all-T search may take (within the property's timeout)."""
 
 
 @dataclass
@@ -114,9 +120,11 @@ class CheckResult:
     from the first checked one up to it); None when none was proved."""
     scope: str = "bounded"
     """``bounded``: the verdict covers slots up to the horizon only. ``unbounded``: it
-    holds for every horizon (an inductive proof)."""
+    holds for every horizon (the all-T search closed the reachable state set)."""
     assumptions: list[str] = field(default_factory=list)
     """What a VERIFIED rests on, in words (printed with the verdict)."""
+    unbounded: dict[str, Any] | None = None
+    """The all-T search's outcome (``UnboundedResult.to_dict``), None when not run."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -129,6 +137,7 @@ class CheckResult:
             "size": self.size,
             "reason": self.reason,
             "assumptions": self.assumptions,
+            "all_t_search": self.unbounded,
             "counterexample": self.trace.to_dict() if self.trace else None,
         }
 

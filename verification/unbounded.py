@@ -1,0 +1,345 @@
+"""All-T results: an exhaustive explicit-state search that closes its reachable set.
+
+The bounded encodings unroll slots ``0..T-1`` from the empty queue. Here the same
+semantics (DESIGN.md §3 rules as in ``dataplane.queue``, the §4 send rule of
+``verification.sending``, AoM as in §5) are written as a finite transition system on
+*complete* states, and every state reachable from the empty queue is enumerated slot
+by slot. A state holds everything a slot's transition or the property reads:
+
+* the queue: the slots in ring order from the head, each with its cluster, the worker
+  that stored it, ``agg_count == 1`` and the contributor set (OLAF); cluster and
+  worker (FIFO). The index, ``active_clusters`` and the occupancy follow from it;
+* per worker: slots since its last send (= its last ACK, saturated where the send rule
+  no longer changes), the forced-send pattern of that ACK's feedback (``util``,
+  ``active``), its AoM (exact for fairness, saturated at ``bound + 1`` for
+  responsiveness), whether it has kept sending (responsiveness), and its run of
+  skipped slots while the queue had room (starvation, saturated at ``bound + 1``);
+* the slot's phase in the PULL schedule (``t mod denominator(pull rate)``).
+
+A slot's successors cover every send/skip choice the rule leaves open and every order
+of the slot's messages (explored as sets of partial orders, so equal intermediate
+states are merged). Workers of one cluster are interchangeable, so each state is
+stored in a canonical order of its cluster members (symmetry reduction).
+
+**Why a closed search is a proof for all T.** Transitions and the property read only
+the state and the phase. After the warm-up every new state is checked and remembered;
+a state seen before at a depth ``>= W`` is not expanded again (its successors were).
+When a slot brings no new state, the remembered set holds every state any slot
+``t >= W`` can reach, and none violates the property: VERIFIED for every horizon. A
+violating state found at depth ``d`` is the earliest violation (breadth first). If
+the budget ends first, the search has proved the slots up to the depth it finished.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from verification.config import CONTRIBUTOR_BITS, Deployment
+from verification.sending import forced, probe_gap
+
+INF = 1 << 30
+"""A forced window that never ends (P_s = 1 at every age of the feedback)."""
+_WINDOW_SEARCH = 100_000
+MAX_STATES = 400_000
+"""Remembered states at which the search gives up (memory), reported as open."""
+
+
+class Unsupported(ValueError):
+    """The deployment is outside what the all-T search models; the message says why."""
+
+
+@dataclass
+class UnboundedResult:
+    """``closed``: every reachable state checked, no violation (all T). ``violated``:
+    a violating state first reachable at slot ``depth``. ``open``: budget or state limit
+    reached; slots ``0..depth`` are proved (``depth`` -1: none)."""
+
+    status: str
+    depth: int
+    states: int
+    seconds: float
+    reason: str = ""
+    worst: list[Fraction] = field(default_factory=list)
+    """Per slot 0..depth: the worst metric over the states reached at that slot
+    (bounded mode only: fairness' deviation, responsiveness' AoM of a kept worker,
+    starvation's longest run), for cross-checks against the reference queue."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"engine": "explicit-state", "status": self.status, "depth": self.depth,
+                "states": self.states, "seconds": round(self.seconds, 3), "reason": self.reason}
+
+
+def unsupported_reason(dep: Deployment) -> str | None:
+    """Why the all-T search cannot model ``dep`` (None: it can)."""
+    if dep.rewards != "merge":
+        return "rewards=any is not modelled by the all-T search"
+    if dep.pull_jitter:
+        return "pull jitter is not modelled by the all-T search"
+    if dep.aliasing:
+        return "contributor-bit aliasing (> 32 workers in a cluster) is not modelled by the all-T search"
+    return None
+
+
+class System:
+    """The transition system of one deployment and property."""
+
+    def __init__(self, dep: Deployment, prop: str) -> None:
+        reason = unsupported_reason(dep)
+        if reason:
+            raise Unsupported(reason)
+        self.dep, self.prop = dep, prop
+        n = dep.workers
+        self.cluster = [dep.cluster_of(u) for u in range(n)]
+        self.members = [dep.members(c) for c in range(dep.clusters)]
+        self.bit = [u % CONTRIBUTOR_BITS for u in range(n)]
+        self.olaf = dep.mode == "olaf"
+        self.always = dep.sender == "always"
+        self.pg = probe_gap(dep)
+        self.period = dep.pull_rate.denominator
+        self.pulls = [dep.pulls_in_slot(t) for t in range(self.period)]
+        self.ms = dep.max_skip if prop != "starvation" else None
+        self.aom_cap = dep.aom_bound + 1 if prop == "responsiveness" else None
+        self.starve_top = dep.starvation_limit + 1
+        self._windows: dict[tuple[int, int], int] = {}
+        self._order_cache: dict[tuple, set] = {}
+        """A slot's effects depend on the queue, the senders and the PULLs only."""
+        finite = [self.window(o, a) for o in range(dep.capacity + 1)
+                  for a in range(min(dep.clusters, o) + 1)] if not self.always else [0]
+        if self.pg is not None:
+            self.gap_cap = self.pg
+        else:
+            top = max([w for w in finite if w < INF] + [self.ms or 0, 0])
+            self.gap_cap = top + 1
+        # fairness: |N a_u - S| > limit, limit = floor(N theta) (as the encodings state it).
+        th = dep.fairness_threshold
+        self.fair_limit = (n * th.numerator) // th.denominator
+
+    # -- the send rule -------------------------------------------------------------
+    def window(self, occupied: int, active: int) -> int:
+        """Last gap (slots after the ACK's slot) before any expiry at which the send is
+        forced by P_s = 1; INF when forced at every gap."""
+        key = (occupied, active)
+        if key not in self._windows:
+            dep = self.dep
+            w = 0
+            if self.always or (self.pg is None and forced(dep, occupied, active, 10**9)):
+                # P_s = 1 however old the feedback (without expiry P_s only decreases).
+                self._windows[key] = INF
+                return INF
+            limit = self.pg if self.pg is not None else _WINDOW_SEARCH
+            for gap in range(1, limit + 1):
+                if self.pg is not None and gap >= self.pg:
+                    w = INF
+                    break
+                if not forced(dep, occupied, active, gap):
+                    break
+                w = gap
+            else:
+                if self.pg is None:
+                    raise Unsupported("P_s stays 1 for 100000 slots without expiry; the window "
+                                      "cannot be bounded")
+            self._windows[key] = w
+        return self._windows[key]
+
+    def must_send(self, since: int, win: int) -> bool:
+        gap = since + 1
+        return self.always or gap <= win or (self.pg is not None and gap >= self.pg)
+
+    # -- states --------------------------------------------------------------------
+    # worker: (since, window, aom, keeps, starve); queue OLAF: ((cluster, owner, single,
+    # contributors), ...); FIFO: ((cluster, owner, single=True, (owner,)), ...).
+    def initial(self) -> tuple:
+        return ((), tuple((0, 0, 0, True, 0) for _ in range(self.dep.workers)))
+
+    def successors(self, state: tuple, t: int) -> set[tuple]:
+        queue, workers = state
+        dep = self.dep
+        n = dep.workers
+        room = len(queue) < dep.capacity
+        # Per worker the allowed (sends, since', keeps') choices.
+        options: list[list[tuple[bool, int, bool]]] = []
+        for u in range(n):
+            since, win, _aom, keeps, _st = workers[u]
+            if t == 0 or self.must_send(since, win):
+                options.append([(True, 0, keeps)])
+                continue
+            nxt = min(since + 1, self.gap_cap)
+            skip_keeps = keeps and (self.ms is None or since + 1 <= self.ms)
+            if self.prop == "fairness" and not skip_keeps:
+                options.append([(True, 0, keeps)])
+            else:
+                options.append([(True, 0, keeps), (False, nxt, skip_keeps)])
+        raw: set[tuple] = set()
+        pulls = self.pulls[t % self.period]
+        for choice in _product(options):
+            senders = frozenset(u for u in range(n) if choice[u][0])
+            for q, acks, credited in self._orders(queue, senders, pulls):
+                row = []
+                for u in range(n):
+                    sent, since, keeps = choice[u]
+                    old = workers[u]
+                    win = acks[u] if sent else old[1]
+                    if self.prop == "starvation":
+                        st = 0 if sent or not room else min(old[4] + 1, self.starve_top)
+                        row.append((since, win, 0, True, st))
+                        continue
+                    if not keeps:
+                        row.append((since, win, 0, False, 0))
+                        continue
+                    aom = 0 if (t == 0 or u in credited) else old[2] + 1
+                    if self.aom_cap is not None:
+                        aom = min(aom, self.aom_cap)
+                    row.append((since, win, aom, True, 0))
+                raw.add((q, tuple(row)))
+        return {self._canonical(q, row) for q, row in raw}
+
+    def _orders(self, queue: tuple, senders: frozenset[int],
+                pulls: int) -> set[tuple[tuple, tuple, frozenset[int]]]:
+        """Every (queue, ACK windows per worker, credited workers) after the slot's
+        messages in any order; partial orders with equal effects are merged."""
+        key = (queue, senders, pulls)
+        if key in self._order_cache:
+            return self._order_cache[key]
+        n = self.dep.workers
+        layer = {(queue, senders, pulls, (0,) * n, frozenset())}
+        for _ in range(len(senders) + pulls):
+            nxt = set()
+            for q, left, p, acks, cred in layer:
+                if p:
+                    q2, got = self._pull(q)
+                    nxt.add((q2, left, p - 1, acks, cred | got))
+                for u in left:
+                    q2 = self._update(q, u)
+                    active = len({s[0] for s in q2})
+                    a2 = acks[:u] + (self.window(len(q2), active),) + acks[u + 1:]
+                    nxt.add((q2, left - {u}, p, a2, cred))
+            layer = nxt
+        out = {(q, acks, cred) for q, _l, _p, acks, cred in layer}
+        self._order_cache[key] = out
+        return out
+
+    def _update(self, q: tuple, u: int) -> tuple:
+        c = self.cluster[u]
+        if self.olaf:
+            for i, (sc, owner, single, contrib) in enumerate(q):
+                if sc == c:
+                    if single and owner == u:
+                        slot = (c, u, True, frozenset((u,)))
+                    else:
+                        slot = (c, owner, False, contrib | {u})
+                    return q[:i] + (slot,) + q[i + 1:]
+        if len(q) == self.dep.capacity:
+            return q
+        return q + ((c, u, True, frozenset((u,))),)
+
+    def _pull(self, q: tuple) -> tuple[tuple, frozenset[int]]:
+        if not q:
+            return q, frozenset()
+        return q[1:], q[0][3]
+
+    def _canonical(self, q: tuple, workers: tuple) -> tuple:
+        """Relabel the members of each cluster in a canonical order (they are
+        interchangeable: same cluster, distinct contributor bits)."""
+        perm = list(range(self.dep.workers))
+        for mem in self.members:
+            if len(mem) < 2:
+                continue
+
+            def sig(u: int) -> tuple:
+                return (workers[u], [(s[1] == u, u in s[3]) for s in q])
+
+            for new, old in zip(mem, sorted(mem, key=sig), strict=True):
+                perm[old] = new
+        if perm == list(range(self.dep.workers)):
+            return (q, workers)
+        inv = [0] * len(perm)
+        for old, new in enumerate(perm):
+            inv[new] = old
+        q2 = tuple((c, perm[o], s, frozenset(perm[x] for x in con)) for c, o, s, con in q)
+        return (q2, tuple(workers[inv[v]] for v in range(len(perm))))
+
+    # -- the property --------------------------------------------------------------
+    def metric(self, state: tuple) -> Fraction:
+        _q, workers = state
+        if self.prop == "starvation":
+            return Fraction(max(w[4] for w in workers))
+        if self.prop == "responsiveness":
+            return Fraction(max((w[2] for w in workers if w[3]), default=-1))
+        aom = [w[2] for w in workers]
+        mean = Fraction(sum(aom), len(aom))
+        return max(abs(a - mean) for a in aom)
+
+    def violates(self, state: tuple) -> bool:
+        _q, workers = state
+        dep = self.dep
+        if self.prop == "starvation":
+            return any(w[4] > dep.starvation_limit for w in workers)
+        if self.prop == "responsiveness":
+            return any(w[3] and w[2] > dep.aom_bound for w in workers)
+        n = dep.workers
+        total = sum(w[2] for w in workers)
+        return any(abs(n * w[2] - total) > self.fair_limit for w in workers)
+
+    def checked_from(self) -> int:
+        return 0 if self.prop == "starvation" else self.dep.warmup
+
+
+def _product(options: list[list[Any]]) -> list[tuple]:
+    out: list[tuple] = [()]
+    for opts in options:
+        out = [(*p, o) for p in out for o in opts]
+    return out
+
+
+def search(dep: Deployment, prop: str, deadline: float | None = None,
+           max_depth: int | None = None, max_states: int = MAX_STATES) -> UnboundedResult:
+    """Explore every reachable state of ``dep`` for ``prop``. ``max_depth``: stop after
+    that slot (bounded mode: no merging of states across slots, per-slot worst metric
+    recorded) instead of searching for closure."""
+    start = time.monotonic()
+    system = System(dep, prop)
+    bounded = max_depth is not None
+    frontier = {system.initial()}
+    seen: set[tuple[tuple, int]] = set()
+    first = system.checked_from()
+    worst: list[Fraction] = []
+    t = 0
+    proved = -1
+    while True:
+        layer: set[tuple] = set()
+        for state in frontier:
+            if deadline is not None and time.monotonic() > deadline:
+                return UnboundedResult("open", proved, len(seen), time.monotonic() - start,
+                                       f"budget spent in slot {t}", worst)
+            layer |= system.successors(state, t)
+        if not bounded and t >= first:
+            phase = (t + 1) % system.period
+            layer = {s for s in layer if (s, phase) not in seen}
+            seen.update((s, phase) for s in layer)
+        if bounded:
+            worst.append(max((system.metric(s) for s in layer), default=Fraction(-1)))
+        if t >= first and any(system.violates(s) for s in layer):
+            return UnboundedResult("violated", t, len(seen), time.monotonic() - start,
+                                   f"a reachable state violates {prop} at slot {t}", worst)
+        proved = t
+        if not layer:
+            return UnboundedResult("closed", t, len(seen), time.monotonic() - start,
+                                   f"no new state at slot {t}: {len(seen)} states reachable "
+                                   f"from slot {first} on, none violating", worst)
+        if bounded and t >= max_depth:
+            return UnboundedResult("open", t, len(layer), time.monotonic() - start,
+                                   f"stopped after slot {t}", worst)
+        if len(seen) > max_states:
+            return UnboundedResult("open", t, len(seen), time.monotonic() - start,
+                                   f"more than {max_states} states", worst)
+        frontier = layer
+        t += 1
+
+
+def describe_open(result: UnboundedResult) -> str:
+    return (f"all-T search not closed ({result.reason}); no violation through slot "
+            f"{result.depth}" if result.depth >= 0 else f"all-T search: {result.reason}")
+
