@@ -29,7 +29,7 @@ from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2
 from p4runtime_sh import shell as sh
 from p4runtime_sh.global_options import Options, global_options
-from p4runtime_sh.p4runtime import P4RuntimeClient, P4RuntimeException, P4RuntimeWriteException
+from p4runtime_sh.p4runtime import P4RuntimeClient, P4RuntimeException, P4RuntimeWriteException, SSLOptions
 from p4runtime_sh.utils import UserError
 
 from control_plane.p4info import (
@@ -54,6 +54,7 @@ from control_plane.threshold import (  # noqa: F401 - ThresholdLoop & co. are al
     pipeline_threshold_setter,
     raw_threshold,
 )
+from control_plane.tls import ClientTls
 from worker_transport.protocol import INT32_MAX, Mode, MsgType, Outcome
 
 PROB_ONE = 1 << 16
@@ -99,6 +100,18 @@ class _Client(P4RuntimeClient):
     stdout when the client is a backup; a library must do neither.
     """
 
+    def set_up_stream(self) -> None:
+        # A listener that is not a gRPC server, or TLS settings the server does not accept,
+        # never make the channel ready; the stream would then wait for gRPC's own connect
+        # timeout (about 20 s) whatever the caller's timeout says.
+        try:
+            grpc.channel_ready_future(self.channel).result(timeout=self.connect_timeout)
+        except grpc.FutureTimeoutError:
+            self.channel.close()
+            raise ConnectionError(f"no gRPC connection within {self.connect_timeout:g} s (not a P4Runtime "
+                                  "server, or TLS settings that do not match the server's)") from None
+        super().set_up_stream()
+
     def handshake(self) -> None:
         req = p4runtime_pb2.StreamMessageRequest()
         req.arbitration.device_id = self.device_id
@@ -111,15 +124,20 @@ class _Client(P4RuntimeClient):
             with contextlib.suppress(Exception):
                 if self.stream.done():
                     reason = f"{self.stream.code().name}: {self.stream.details()}"
+            self.stream.cancel()  # else tear_down waits for a server that does not answer
             self.tear_down()
             raise ConnectionError(reason)
         self.arbitration = rep.arbitration
 
     def __init__(self, device_id: int, address: str, election_id: tuple[int, int] | None,
-                 timeout: float) -> None:
+                 timeout: float, tls: ClientTls | None = None) -> None:
         self.connect_timeout = timeout
         self.arbitration: p4runtime_pb2.MasterArbitrationUpdate | None = None
-        super().__init__(device_id, address, election_id)
+        ssl_options = None
+        if tls is not None:
+            tls.credentials()  # checks the files first: TlsError names the one that is wrong
+            ssl_options = SSLOptions(False, tls.ca, tls.cert, tls.key)
+        super().__init__(device_id, address, election_id, ssl_options=ssl_options)
 
 
 @dataclass(frozen=True)
@@ -218,11 +236,13 @@ class Controller:
     """
 
     def __init__(self, target: str, device_id: int = 1, election_id: tuple[int, int] | None = (1, 0),
-                 timeout: float = 5.0) -> None:
+                 timeout: float = 5.0, tls: ClientTls | None = None) -> None:
         self.target = target
         self.device_id = device_id
         self.election_id = election_id
         self.timeout = timeout
+        self.tls = tls
+        """TLS files (CA, and certificate and key for mutual TLS); None: plaintext."""
         self._client: _Client | None = None
         self._lock = threading.Lock()
 
@@ -245,7 +265,7 @@ class Controller:
     def _connect(self) -> _Client:
         """The gRPC channel and arbitration stream: everything about how to reach the target."""
         try:
-            return _Client(self.device_id, self.target, self.election_id, self.timeout)
+            return _Client(self.device_id, self.target, self.election_id, self.timeout, self.tls)
         except ConnectionError as e:
             raise ConnectionError(f"no P4Runtime session with {self.target} "
                                   f"(device {self.device_id}): {e}") from None

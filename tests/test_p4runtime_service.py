@@ -7,8 +7,10 @@ uses), so outcomes are deterministic.
 
 from __future__ import annotations
 
+import json
 import queue
 import shutil
+import socket
 import subprocess
 import threading
 import time
@@ -40,6 +42,7 @@ from control_plane.p4info import (
 from control_plane.service import P4RuntimeServer
 from dataplane.queue import OlafQueue, QueueConfig
 from dataplane.switch import UdpSwitch
+from tests.switch_process import running_switch
 from tests.vectors.generate import pull, update
 from worker_transport.protocol import INT32_MAX, Mode, MsgType, Olaf, Outcome
 
@@ -932,3 +935,81 @@ def test_tls_files_are_checked_with_an_error_naming_the_file(pki, tmp_path: Path
         server_credentials(cert, key, client_ca=garbage)
     with pytest.raises(TlsError, match="give both"):
         channel_credentials(pki["ca"][0], cert=pki["client"][0])
+
+
+# -- olaf ctl: TLS and timeouts ---------------------------------------------------------------------
+def test_ctl_gives_up_on_a_listener_that_is_not_grpc_within_its_timeout(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from olaf.cli import main
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    held: list[socket.socket] = []
+    accepting = threading.Thread(target=lambda: held.append(listener.accept()[0]), daemon=True)
+    accepting.start()
+    try:
+        started = time.monotonic()
+        code = main(["ctl", "--target", f"127.0.0.1:{listener.getsockname()[1]}", "--timeout", "2", "show"])
+        elapsed = time.monotonic() - started
+    finally:
+        for s in held:
+            s.close()
+        listener.close()
+    _, err = capsys.readouterr()
+    assert code == 1 and err.count("\n") == 1 and "olaf ctl: error:" in err, err
+    assert elapsed < 12, elapsed  # the timeout plus start-up on a loaded machine, not gRPC's own 20 s
+
+
+def test_ctl_and_switch_speak_mutual_tls(pki, capsys: pytest.CaptureFixture[str]) -> None:
+    from olaf.cli import main
+
+    cert, key = pki["server"]
+    with running_switch("--listen", "127.0.0.1:0", "--p4runtime", "0", "--tls-cert", str(cert),
+                        "--tls-key", str(key), "--tls-client-ca", str(pki["ca"][0])) as sw:
+        line = sw.proc.stdout.readline()
+        assert line.startswith("p4runtime on 127.0.0.1:"), line
+        target = line.split()[-1]
+        ca = ["--tls-ca", str(pki["ca"][0])]
+        client = [*ca, "--tls-cert", str(pki["client"][0]), "--tls-key", str(pki["client"][1])]
+        assert main(["ctl", "--target", target, *client, "push"]) == 0, capsys.readouterr()
+        assert main(["ctl", "--target", target, *client, "set", "--mode", "fifo"]) == 0, capsys.readouterr()
+        capsys.readouterr()
+        assert main(["ctl", "--target", target, *client, "--json", "show"]) == 0
+        assert json.loads(capsys.readouterr().out)["settings"]["mode"] == "FIFO"
+        # No client certificate, or one from another CA: refused at the handshake.
+        rogue = [*ca, "--tls-cert", str(pki["rogue"][0]), "--tls-key", str(pki["rogue"][1])]
+        for refused in (ca, rogue, []):
+            assert main(["ctl", "--target", target, "--timeout", "2", *refused, "show"]) == 1
+            assert capsys.readouterr().err.startswith("olaf ctl: error:")
+        # A file that is not there: a usage error, before connecting.
+        assert main(["ctl", "--target", target, "--tls-ca", "/nonexistent/ca.pem", "show"]) == 2
+        assert "/nonexistent/ca.pem" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("argv", "culprit"), [
+    (["--target", "nohostport", "show"], "--target"),
+    (["--target", "127.0.0.1:1", "--timeout", "-1", "show"], "--timeout"),
+    (["--target", "127.0.0.1:1", "--timeout", "nan", "show"], "--timeout"),
+    (["--target", "127.0.0.1:1", "--device-id", "-1", "show"], "--device-id"),
+    (["--target", "127.0.0.1:1", "set", "--congestion-threshold", "300"], "--congestion-threshold"),
+    (["--target", "127.0.0.1:1", "set", "--threshold", "inf"], "--threshold"),
+    (["--target", "127.0.0.1:1", "set", "--drop-prob", "99999:0.1"], "--drop-prob"),
+    (["--target", "127.0.0.1:1", "routes", "--add", "10.0.0.1/32=99999"], "--add"),
+    (["--target", "127.0.0.1:1", "routes", "--add", "10.0.0.0/33=1"], "--add"),
+    (["--target", "127.0.0.1:1", "routes", "--delete", "bogus"], "--delete"),
+    (["--target", "127.0.0.1:1", "watch", "--count", "-1"], "--count"),
+    (["--target", "127.0.0.1:1", "--tls-cert", "/nonexistent/c.pem", "show"], "give both"),
+])
+def test_ctl_refuses_bad_arguments_before_connecting(argv: list[str], culprit: str,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    from olaf.cli import main
+
+    try:
+        code = main(["ctl", *argv])
+    except SystemExit as e:  # argparse's own errors
+        code = e.code
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err, err
+    (line,) = [x for x in err.splitlines() if x.startswith("olaf ctl") and ": error:" in x]
+    assert culprit in line, line

@@ -27,6 +27,56 @@ def _election_id(text: str) -> tuple[int, int]:
     return value
 
 
+MAX_PORT = 511
+"""Ports are ``bit<9>`` in v1model (and in the P4Info of every OLAF target)."""
+
+
+def _target(text: str) -> str:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
+    return text
+
+
+def _ranged(lo: int, hi: int) -> type:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"{value} is outside {lo}..{hi}")
+        return value
+
+    parse.__name__ = "int"
+    return parse  # type: ignore[return-value]
+
+
+def _finite(lo: float, positive: bool = False) -> type:
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid number: {text!r}") from None
+        if not lo <= value < float("inf") or (positive and value == lo):
+            relation = ">" if positive else ">="
+            raise argparse.ArgumentTypeError(f"{text} must be a finite number {relation} {lo:g}")
+        return value
+
+    parse.__name__ = "float"
+    return parse  # type: ignore[return-value]
+
+
+def _prefix(text: str) -> str:
+    import ipaddress
+
+    try:
+        ipaddress.IPv4Network(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"expected an IPv4 prefix A.B.C.D/N, got {text!r} ({e})") from None
+    return text
+
+
 def _port_prob(text: str) -> tuple[int | None, float]:
     port, _, prob = text.rpartition(":")
     try:
@@ -35,6 +85,8 @@ def _port_prob(text: str) -> tuple[int | None, float]:
         raise argparse.ArgumentTypeError(f"expected [PORT:]P, got {text!r}") from None
     if not 0.0 <= value[1] <= 1.0:
         raise argparse.ArgumentTypeError(f"probability {value[1]} is outside [0, 1]")
+    if value[0] is not None and not 0 <= value[0] <= MAX_PORT:
+        raise argparse.ArgumentTypeError(f"port {value[0]} is outside 0..{MAX_PORT}")
     return value
 
 
@@ -43,19 +95,26 @@ def _route(text: str) -> tuple[str, int, str | None]:
     port, _, mac = rest.partition(",")
     if not sep or not port.isdigit():
         raise argparse.ArgumentTypeError(f"expected PREFIX=PORT[,MAC], got {text!r}")
-    return prefix, int(port), mac or None
+    if int(port) > MAX_PORT:
+        raise argparse.ArgumentTypeError(f"port {port} is outside 0..{MAX_PORT}")
+    return _prefix(prefix), int(port), mac or None
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--target", required=True, metavar="HOST:PORT",
+    p.add_argument("--target", required=True, type=_target, metavar="HOST:PORT",
                    help="the target's P4Runtime server (olaf switch --p4runtime, simple_switch_grpc: 9559)")
-    p.add_argument("--device-id", type=int, default=1,
+    p.add_argument("--device-id", type=_ranged(0, 2**64 - 1), default=1,
                    help="P4Runtime device id (default 1; simple_switch_grpc's is its --device-id, default 0)")
     p.add_argument("--election-id", type=_election_id, default=None, metavar="HIGH,LOW",
                    help="arbitration election id; the highest is primary. Default: 0,1 for actions "
                         "that write, none (a read-only backup that disturbs no running controller) "
                         "for the others")
-    p.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for arbitration (default 5)")
+    p.add_argument("--timeout", type=_finite(0.0, positive=True), default=5.0,
+                   help="seconds to wait for the connection and for arbitration (default 5)")
+    p.add_argument("--tls-ca", metavar="PEM", help="TLS: the CA that signed the target's certificate")
+    p.add_argument("--tls-cert", metavar="PEM",
+                   help="mutual TLS: this controller's certificate (with --tls-key)")
+    p.add_argument("--tls-key", metavar="PEM", help="mutual TLS: this controller's private key")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     sub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
 
@@ -78,15 +137,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     routes = sub.add_parser("routes", help="list, add or delete ipv4_lpm routes")
     routes.add_argument("--add", type=_route, action="append", default=[], metavar="PREFIX=PORT[,MAC]")
-    routes.add_argument("--delete", action="append", default=[], metavar="PREFIX")
+    routes.add_argument("--delete", type=_prefix, action="append", default=[], metavar="PREFIX")
     _topology_args(routes)
 
     s = sub.add_parser("set", help="set mode, thresholds and drop probabilities")
     s.add_argument("--mode", choices=("olaf", "fifo"))
     thr = s.add_mutually_exclusive_group()
-    thr.add_argument("--threshold", type=float, metavar="R", help="reward threshold in reward units")
+    thr.add_argument("--threshold", type=_finite(0.0), metavar="R", help="reward threshold in reward units")
     thr.add_argument("--raw-threshold", type=int, metavar="N", help="reward threshold, raw fixed point")
-    s.add_argument("--congestion-threshold", type=int, metavar="0-255")
+    s.add_argument("--congestion-threshold", type=_ranged(0, 255), metavar="0-255")
     s.add_argument("--drop-prob", type=_port_prob, action="append", default=[], metavar="[PORT:]P",
                    help="drop_sim: drop responses leaving PORT (every port without PORT) with probability P")
 
@@ -98,7 +157,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     r.add_argument("names", nargs="*", metavar="NAME", help="registers to read (default: the queue state)")
     w = sub.add_parser("watch", help="counter rates and queue state every interval")
     w.add_argument("--interval", type=float, default=1.0, metavar="S")
-    w.add_argument("--count", type=int, default=0, metavar="N", help="stop after N lines (0: until Ctrl-C)")
+    w.add_argument("--count", type=_ranged(0, 2**31), default=0, metavar="N",
+                   help="stop after N lines (0: until Ctrl-C)")
     sub.add_parser("caps", help="the target's P4Runtime API version")
 
 
@@ -144,8 +204,17 @@ def run(args: argparse.Namespace) -> int:
     writes = args.action in ("push", "set") or (args.action == "counters" and args.reset) or (
         args.action == "routes" and (args.add or args.delete or topology is not None))
     election_id = args.election_id or ((0, 1) if writes else None)
+    tls = None
+    if args.tls_ca or args.tls_cert or args.tls_key:
+        from control_plane.tls import ClientTls, TlsError
+
+        tls = ClientTls(args.tls_ca, args.tls_cert, args.tls_key)
+        try:
+            tls.credentials()
+        except TlsError as e:
+            return fail(str(e), 2)
     controller = Controller(args.target, device_id=args.device_id, election_id=election_id,
-                            timeout=args.timeout)
+                            timeout=args.timeout, tls=tls)
     try:
         controller.open()
     except (ConnectionError, RuntimeError) as e:
