@@ -164,10 +164,15 @@ module axis_fifo #(
 `ifdef FORMAL
     // The committed region never exceeds the FIFO, and the write position never
     // overtakes the reader.
-    always @(posedge clk) if (!rst) begin
+    // Pointer differences are modulo 2 * DEPTH, like the pointers.
+    wire [AW:0] f_written = wr_ptr_cur - rd_ptr;
+    wire [AW:0] f_open = wr_ptr_cur - wr_ptr_commit;
+    reg f_past = 1'b0;
+    always @(posedge clk) f_past <= 1'b1;
+    always @(posedge clk) if (f_past && !rst && !$past(rst)) begin
         assert (status_depth <= DEPTH);
-        assert ((wr_ptr_cur - rd_ptr) <= DEPTH);
-        assert ((wr_ptr_cur - wr_ptr_commit) <= DEPTH);
+        assert (f_written <= DEPTH);
+        assert (f_open <= f_written);
     end
 `endif
 endmodule

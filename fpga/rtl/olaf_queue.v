@@ -594,11 +594,12 @@ module olaf_queue #(
         c_nb <= r_nb;
         c_tid <= r_tid;
         c_key <= r_key;
-        c_inc <= r_v ? inc : {NCNT{1'b0}};
-        c_enqueue <= r_v && do_enqueue;
-        c_store <= r_v && do_store;
-        c_merge <= r_v && do_merge;
-        c_pop <= r_v && do_pop;
+        // Gated by rst too: a one-cycle reset must not let a stale R stage commit.
+        c_inc <= (r_v && !rst) ? inc : {NCNT{1'b0}};
+        c_enqueue <= !rst && r_v && do_enqueue;
+        c_store <= !rst && r_v && do_store;
+        c_merge <= !rst && r_v && do_merge;
+        c_pop <= !rst && r_v && do_pop;
         c_pull <= is_pull;
         c_update <= is_update;
         c_resp_hdr <= is_update || answered_invalid;

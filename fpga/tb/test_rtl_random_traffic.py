@@ -90,7 +90,7 @@ async def random_traffic_scoreboard(dut) -> None:  # noqa: ANN001 - cocotb handl
         # 8x the beats per message: a shorter run.
         (64, 64, 1_000),
         # The largest V the 8-bit num_values allows: 17-beat UPDATEs, a partial last beat.
-        (512, 255, 500),
+        (512, 255, 800),
     ],
 )
 def test_rtl_random_traffic(
