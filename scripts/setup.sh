@@ -16,6 +16,7 @@ command -v cpp >/dev/null || apt_packages+=(cpp)                # p4c's preproce
 command -v tshark >/dev/null || apt_packages+=(tshark)          # the Lua dissector's test
 command -v yosys >/dev/null || apt_packages+=(yosys)            # FPGA synthesis, sta and smtbmc proofs
 command -v z3 >/dev/null || apt_packages+=(z3)                  # yosys-smtbmc's solver
+command -v openssl >/dev/null || apt_packages+=(openssl)        # certificates for the mutual-TLS tests
 python3 -c 'import ensurepip' 2>/dev/null || apt_packages+=(python3-venv)
 if [ ${#apt_packages[@]} -gt 0 ]; then
     echo "setup: installing ${apt_packages[*]} with apt"
