@@ -86,11 +86,11 @@ def unsupported_reason(dep: Deployment) -> str | None:
 class System:
     """The transition system of one deployment and property."""
 
-    def __init__(self, dep: Deployment, prop: str) -> None:
+    def __init__(self, dep: Deployment, prop: str, target: int | None = None) -> None:
         reason = unsupported_reason(dep)
         if reason:
             raise Unsupported(reason)
-        self.dep, self.prop = dep, prop
+        self.dep, self.prop, self.target = dep, prop, target
         n = dep.workers
         self.cluster = [dep.cluster_of(u) for u in range(n)]
         self.members = [dep.members(c) for c in range(dep.clusters)]
@@ -152,7 +152,12 @@ class System:
     # worker: (since, window, aom, keeps, starve); queue OLAF: ((cluster, owner, single,
     # contributors), ...); FIFO: ((cluster, owner, single=True, (owner,)), ...).
     def initial(self) -> tuple:
-        return ((), tuple((0, 0, 0, True, 0) for _ in range(self.dep.workers)))
+        """The empty queue before slot 0. With a ``target`` (responsiveness, starvation:
+        properties of one worker at a time) only the target carries the keeps flag and
+        the property's counters; the others' would never be read."""
+        n = self.dep.workers
+        return ((), tuple((0, 0, 0, self.target is None or u == self.target, 0)
+                          for u in range(n)))
 
     def successors(self, state: tuple, t: int) -> set[tuple]:
         queue, workers = state
@@ -174,7 +179,7 @@ class System:
                 options.append([(True, 0, keeps), (False, nxt, skip_keeps)])
         raw: set[tuple] = set()
         pulls = self.pulls[t % self.period]
-        for choice in _product(options):
+        for choice in self._choices(queue, workers, options):
             senders = frozenset(u for u in range(n) if choice[u][0])
             for q, acks, credited in self._orders(queue, senders, pulls):
                 row = []
@@ -182,19 +187,49 @@ class System:
                     sent, since, keeps = choice[u]
                     old = workers[u]
                     win = acks[u] if sent else old[1]
+                    if not keeps:
+                        row.append((since, win, 0, False, 0))
+                        continue
                     if self.prop == "starvation":
                         st = 0 if sent or not room else min(old[4] + 1, self.starve_top)
                         row.append((since, win, 0, True, st))
-                        continue
-                    if not keeps:
-                        row.append((since, win, 0, False, 0))
                         continue
                     aom = 0 if (t == 0 or u in credited) else old[2] + 1
                     if self.aom_cap is not None:
                         aom = min(aom, self.aom_cap)
                     row.append((since, win, aom, True, 0))
+                if self.target is not None and self.prop == "responsiveness" \
+                        and not any(w[3] for w in row):
+                    # The worker under test stopped keeping sending: nothing to check.
+                    continue
                 raw.add((q, tuple(row)))
         return {self._canonical(q, row) for q, row in raw}
+
+    def _choices(self, queue: tuple, workers: tuple,
+                 options: list[list[tuple[bool, int, bool]]]) -> list[tuple]:
+        """Send/skip choices up to relabelling: members of one cluster whose state and
+        place in the queue are equal are interchangeable, so for such a group only the
+        number of skippers matters (the first ones skip); the canonical form merges the
+        relabelled successors anyway."""
+        n = self.dep.workers
+        free = [u for u in range(n) if len(options[u]) > 1]
+        if len(free) < 2:
+            return _product(options)
+        groups: dict[tuple, list[int]] = {}
+        for u in free:
+            sig = (self.cluster[u], workers[u], tuple((s[1] == u, u in s[3]) for s in queue))
+            groups.setdefault(sig, []).append(u)
+        out: list[tuple] = [tuple(o[0] for o in options)]
+        for members in groups.values():
+            nxt = []
+            for base in out:
+                for k in range(len(members) + 1):
+                    row = list(base)
+                    for u in members[:k]:
+                        row[u] = options[u][1]
+                    nxt.append(tuple(row))
+            out = nxt
+        return out
 
     def _orders(self, queue: tuple, senders: frozenset[int],
                 pulls: int) -> set[tuple[tuple, tuple, frozenset[int]]]:
@@ -298,9 +333,39 @@ def search(dep: Deployment, prop: str, deadline: float | None = None,
            max_depth: int | None = None, max_states: int = MAX_STATES) -> UnboundedResult:
     """Explore every reachable state of ``dep`` for ``prop``. ``max_depth``: stop after
     that slot (bounded mode: no merging of states across slots, per-slot worst metric
-    recorded) instead of searching for closure."""
+    recorded) instead of searching for closure.
+
+    Responsiveness is a property of each worker under test: one search per target, one
+    per cluster (the members of a cluster are interchangeable), in which the other
+    workers' AoM is not tracked. Fairness and starvation: one search (tracking one
+    starvation counter per target made the state space larger, not smaller: the target
+    breaks the symmetry of its cluster)."""
+    if prop != "responsiveness":
+        return _search_one(System(dep, prop), prop, deadline, max_depth, max_states)
     start = time.monotonic()
-    system = System(dep, prop)
+    parts = []
+    for c in range(dep.clusters):
+        one = _search_one(System(dep, prop, dep.members(c)[0]), prop, deadline, max_depth,
+                          max_states)
+        parts.append(one)
+        if one.status != "closed" and max_depth is None:
+            break
+    states = sum(p.states for p in parts)
+    worst = [max(ws) for ws in zip(*(p.worst for p in parts), strict=False)]
+    seconds = time.monotonic() - start
+    bad = [p for p in parts if p.status != "closed"]
+    if not bad:
+        last = parts[-1]
+        return UnboundedResult("closed", max(p.depth for p in parts), states, seconds,
+                               f"no new state at slot {last.depth} for any worker under test: "
+                               f"{states} states, none violating", worst)
+    return UnboundedResult(bad[0].status, bad[0].depth if bad[0].status == "violated" else
+                           min(p.depth for p in parts), states, seconds, bad[0].reason, worst)
+
+
+def _search_one(system: System, prop: str, deadline: float | None, max_depth: int | None,
+                max_states: int) -> UnboundedResult:
+    start = time.monotonic()
     bounded = max_depth is not None
     frontier = {system.initial()}
     seen: set[tuple[tuple, int]] = set()
