@@ -193,3 +193,20 @@ def test_three_workers_close_for_all_t() -> None:
     z = check_property(Deployment(**{**dep.as_dict(), "horizon": max(dep.horizon, r.depth + 1)}),
                        "fairness", 120)
     assert (z.status == "VIOLATED") == (r.status == "violated"), (r.reason, z.reason)
+
+
+def test_search_finds_the_legacy_rules_starvation_where_z3_does() -> None:
+    # Without expiry (the old §4 rule) the slots since the last send saturate instead of
+    # ending in a probe: the search must still find the starvation at Z3's slot.
+    from tests.test_verification import LEGACY_TOML
+    from verification.config import load_toml
+
+    values = load_toml(LEGACY_TOML)
+    values.pop("property", None)
+    dep = Deployment(**values)
+    r = unbounded.search(dep, "starvation")
+    z = check_property(dep, "starvation", 120)
+    assert z.status == "VIOLATED" and z.trace is not None
+    assert r.status == "violated" and r.depth == z.trace.violation_slot
+    assert unbounded.search(Deployment(**{**values, "send_rule": "design"}),
+                            "starvation").status == "closed"

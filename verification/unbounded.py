@@ -106,11 +106,15 @@ class System:
         self._windows: dict[tuple[int, int], int] = {}
         self._order_cache: dict[tuple, set] = {}
         """A slot's effects depend on the queue, the senders and the PULLs only."""
-        finite = [self.window(o, a) for o in range(dep.capacity + 1)
-                  for a in range(min(dep.clusters, o) + 1)] if not self.always else [0]
-        if self.pg is not None:
-            self.gap_cap = self.pg
+        if self.pg is not None or self.always:
+            self.gap_cap = self.pg if self.pg is not None else 1
         else:
+            # Without expiry the slots since the last send matter up to the longest
+            # finite forced window (or the skip bound); beyond it nothing changes.
+            if (dep.capacity + 1) * (dep.clusters + 1) > 200_000:
+                raise Unsupported("too many feedback levels to bound the forced windows")
+            finite = [self.window(o, a) for o in range(dep.capacity + 1)
+                      for a in range(min(dep.clusters, o) + 1)]
             top = max([w for w in finite if w < INF] + [self.ms or 0, 0])
             self.gap_cap = top + 1
         # fairness: |N a_u - S| > limit, limit = floor(N theta) (as the encodings state it).
