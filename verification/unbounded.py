@@ -282,17 +282,22 @@ class System:
     def _canonical(self, q: tuple, workers: tuple) -> tuple:
         """Relabel the members of each cluster in a canonical order (they are
         interchangeable: same cluster, distinct contributor bits)."""
-        perm = list(range(self.dep.workers))
+        n = self.dep.workers
+        # Where each worker appears in the queue: (ring position, stored it). The worker
+        # that stored a slot is always among its contributors, so this is all of it.
+        place: list[tuple] = [()] * n
+        for i, (_c, owner, _s, con) in enumerate(q):
+            for x in con:
+                place[x] = (*place[x], i, x == owner)
+        identity = list(range(n))
+        perm = identity[:]
         for mem in self.members:
             if len(mem) < 2:
                 continue
-
-            def sig(u: int) -> tuple:
-                return (workers[u], [(s[1] == u, u in s[3]) for s in q])
-
-            for new, old in zip(mem, sorted(mem, key=sig), strict=True):
+            for new, old in zip(mem, sorted(mem, key=lambda u: (workers[u], place[u])),
+                                strict=True):
                 perm[old] = new
-        if perm == list(range(self.dep.workers)):
+        if perm == identity:
             return (q, workers)
         inv = [0] * len(perm)
         for old, new in enumerate(perm):
