@@ -117,9 +117,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         from olaf.drl.config import A2CConfig, RunConfig
 
-        # One worker process per worker host.
-        cfg = RunConfig(env_id=args.env, workers=len(topo.workers), processes=len(topo.workers),
-                        mode=args.mode,
+        # One worker process per worker host. The Mininet hosts run the A2C learner: IMPACT
+        # refreshes its weights from the embedded run's shared board just before each loss,
+        # which a host that only receives MODEL broadcasts does not have.
+        cfg = RunConfig(algo="a2c", env_id=args.env, workers=len(topo.workers),
+                        processes=len(topo.workers), mode=args.mode,
                         pull_rate=args.pull_rate, capacity=args.capacity, values=args.values,
                         duration=args.duration, target_reward=args.target_reward,
                         broadcast_period=args.broadcast_period, seed=args.seed,
