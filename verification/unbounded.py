@@ -47,6 +47,10 @@ MAX_STATES = 400_000
 """Remembered states at which the search gives up (memory), reported as open."""
 
 
+class _OutOfTime(Exception):
+    """The search's deadline passed in the middle of a state's expansion."""
+
+
 class Unsupported(ValueError):
     """The deployment is outside what the all-T search models; the message says why."""
 
@@ -91,6 +95,8 @@ class System:
         if reason:
             raise Unsupported(reason)
         self.dep, self.prop, self.target = dep, prop, target
+        self.deadline: float | None = None
+        """time.monotonic() after which a slot's expansion stops (_OutOfTime)."""
         n = dep.workers
         self.cluster = [dep.cluster_of(u) for u in range(n)]
         self.members = [dep.members(c) for c in range(dep.clusters)]
@@ -184,6 +190,8 @@ class System:
         raw: set[tuple] = set()
         pulls = self.pulls[t % self.period]
         for choice in self._choices(queue, workers, options):
+            if self.deadline is not None and time.monotonic() > self.deadline:
+                raise _OutOfTime
             senders = frozenset(u for u in range(n) if choice[u][0])
             for q, acks, credited in self._orders(queue, senders, pulls):
                 row = []
@@ -247,6 +255,8 @@ class System:
         for _ in range(len(senders) + pulls):
             nxt = set()
             for q, left, p, acks, cred in layer:
+                if self.deadline is not None and time.monotonic() > self.deadline:
+                    raise _OutOfTime
                 if p:
                     q2, got = self._pull(q)
                     nxt.add((q2, left, p - 1, acks, cred | got))
@@ -375,6 +385,7 @@ def search(dep: Deployment, prop: str, deadline: float | None = None,
 def _search_one(system: System, prop: str, deadline: float | None, max_depth: int | None,
                 max_states: int) -> UnboundedResult:
     start = time.monotonic()
+    system.deadline = deadline
     bounded = max_depth is not None
     frontier = {system.initial()}
     seen: set[tuple[tuple, int]] = set()
@@ -388,7 +399,11 @@ def _search_one(system: System, prop: str, deadline: float | None, max_depth: in
             if deadline is not None and time.monotonic() > deadline:
                 return UnboundedResult("open", proved, len(seen), time.monotonic() - start,
                                        f"budget spent in slot {t}", worst)
-            layer |= system.successors(state, t)
+            try:
+                layer |= system.successors(state, t)
+            except _OutOfTime:
+                return UnboundedResult("open", proved, len(seen), time.monotonic() - start,
+                                       f"budget spent in slot {t}", worst)
         if not bounded and t >= first:
             phase = (t + 1) % system.period
             layer = {s for s in layer if (s, phase) not in seen}
