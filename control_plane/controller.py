@@ -34,11 +34,15 @@ from p4runtime_sh.utils import UserError
 
 from control_plane.p4info import (
     CONFIG_TABLE,
+    DENY,
     DROP_SIM_TABLE,
     IPV4_FORWARD,
     LPM_TABLE,
     MSG_TYPE_COUNTER,
     OUTCOME_COUNTER,
+    PERMIT,
+    PULL_SOURCE_TABLE,
+    REFUSED_COUNTER,
     REG_ACTIVE_CLUSTERS,
     REG_CLUSTER_COUNT,
     REG_OCCUPIED,
@@ -46,6 +50,7 @@ from control_plane.p4info import (
     REG_WRITE_PTR,
     SET_CONFIG,
     SET_DROP_PROB,
+    UPDATE_SOURCE_TABLE,
     load_p4info,
 )
 from control_plane.threshold import (  # noqa: F401 - ThresholdLoop & co. are also imported from here
@@ -55,9 +60,12 @@ from control_plane.threshold import (  # noqa: F401 - ThresholdLoop & co. are al
     raw_threshold,
 )
 from control_plane.tls import ClientTls
+from dataplane.acl import AclRule, Refusal, parse_prefix
 from worker_transport.protocol import INT32_MAX, Mode, MsgType, Outcome
 
 PROB_ONE = 1 << 16
+EVERYWHERE = ipaddress.IPv4Network("0.0.0.0/0")
+SOURCE_TABLES = {"update_source": UPDATE_SOURCE_TABLE, "pull_source": PULL_SOURCE_TABLE}
 QUEUE_REGISTERS = (REG_OCCUPIED, REG_READ_PTR, REG_WRITE_PTR, REG_ACTIVE_CLUSTERS, REG_CLUSTER_COUNT)
 
 
@@ -510,9 +518,93 @@ class Controller:
                     out[None] = _prob(msg)
         return out
 
+    # -- source checks (dataplane/acl.py, p4/include/acl.p4) -------------------------------
+    def source_rules(self) -> dict[str, tuple[list[AclRule], bool]]:
+        """``{"update_source": (rules, default permits), "pull_source": ...}`` as the target
+        holds them (the shape of ``SourceAcl.tables()``)."""
+        self._require_pipeline()
+        out: dict[str, tuple[list[AclRule], bool]] = {}
+        for key, table in SOURCE_TABLES.items():
+            info = next(t for t in sh.context.p4info.tables if t.preamble.name == table)
+            fields = {m.id: m.name for m in info.match_fields}
+            rules = []
+            with _p4rt_errors(f"read {table}"):
+                for te in sh.TableEntry(table).read():
+                    msg = te.msg()
+                    cluster, prefix = None, EVERYWHERE
+                    for fm in msg.match:
+                        if fields[fm.field_id] == "hdr.olaf.cluster_id":
+                            cluster = int.from_bytes(fm.exact.value, "big")
+                        else:
+                            addr = int.from_bytes(fm.lpm.value, "big")
+                            prefix = ipaddress.IPv4Network((addr, fm.lpm.prefix_len))
+                    rules.append(AclRule(prefix, self._action_name(msg) == PERMIT, cluster))
+                defaults = list(sh.TableEntry(table)(is_default=True).read())
+            default_permit = not defaults or self._action_name(defaults[0].msg()) != DENY
+            out[key] = (rules, default_permit)
+        return out
+
+    @staticmethod
+    def _action_name(msg: p4runtime_pb2.TableEntry) -> str:
+        return sh.context.get_name_from_id(msg.action.action.action_id)
+
+    def set_cluster_sources(self, cluster: int, prefixes: list[str]) -> None:
+        """Accept UPDATEs for ``cluster`` only from ``prefixes``: {cluster, prefix} -> permit
+        for each and {cluster, 0.0.0.0/0} -> deny. No prefixes removes the cluster's entries
+        (it is then judged by the table's default action, permit unless changed)."""
+        if not 0 <= cluster < 1 << 16:
+            raise ValueError(f"cluster {cluster} is not a bit<16> cluster id")
+        self._set_sources(UPDATE_SOURCE_TABLE, cluster, prefixes)
+
+    def set_ps_sources(self, prefixes: list[str]) -> None:
+        """Accept PULLs only from ``prefixes`` ({prefix} -> permit, {0.0.0.0/0} -> deny);
+        no prefixes removes every pull_source entry."""
+        self._set_sources(PULL_SOURCE_TABLE, None, prefixes)
+
+    def close_unlisted_clusters(self, closed: bool = True) -> None:
+        """update_source's default action: deny (``closed``) refuses UPDATEs for every
+        cluster without entries, as ``olaf switch --cluster-source`` does; permit reopens them."""
+        self._require_writer()
+        te = sh.TableEntry(UPDATE_SOURCE_TABLE)(is_default=True, action=DENY if closed else PERMIT)
+        with _p4rt_errors(f"{UPDATE_SOURCE_TABLE} default"):
+            te.modify()
+
+    def _source_entry(self, table: str, cluster: int | None, prefix: ipaddress.IPv4Network,
+                      action: str | None = None) -> Any:
+        te = sh.TableEntry(table)(action=action) if action else sh.TableEntry(table)
+        if cluster is not None:
+            te.match["hdr.olaf.cluster_id"] = str(cluster)
+        if prefix.prefixlen:  # a /0 match is the field left out
+            te.match["hdr.ipv4.srcAddr"] = str(prefix)
+        return te
+
+    def _set_sources(self, table: str, cluster: int | None, prefixes: list[str]) -> None:
+        self._require_writer()
+        wanted = {parse_prefix(p): True for p in prefixes}
+        if wanted:
+            wanted.setdefault(EVERYWHERE, False)
+        key = next(k for k, t in SOURCE_TABLES.items() if t == table)
+        with self._lock:
+            rules, _ = self.source_rules()[key]
+            have = {r.prefix: r.permit for r in rules if r.cluster == cluster}
+            # The /0 deny goes in first and out last, so that while the entries change the
+            # table is never more open than before or after.
+            for prefix in sorted(wanted, key=lambda n: n.prefixlen):
+                if have.get(prefix) == wanted[prefix]:
+                    continue
+                te = self._source_entry(table, cluster, prefix, PERMIT if wanted[prefix] else DENY)
+                with _p4rt_errors(f"{table} {prefix}"):
+                    if prefix in have:
+                        te.modify()
+                    else:
+                        te.insert()
+            for prefix in sorted(set(have) - set(wanted), key=lambda n: -n.prefixlen):
+                with _p4rt_errors(f"delete {table} {prefix}"):
+                    self._source_entry(table, cluster, prefix).delete()
+
     # -- counters and registers -------------------------------------------------------------
     def counters(self) -> dict[str, dict[str, int]]:
-        """Packets per outcome and per message type, by name."""
+        """Packets per outcome and per message type, and what the source checks refused, by name."""
         self._require_pipeline()
         out: dict[str, dict[str, int]] = {"outcomes": {}, "msg_types": {}}
         with _p4rt_errors("read counters"):
@@ -522,6 +614,9 @@ class Controller:
             for c in sh.CounterEntry(MSG_TYPE_COUNTER).read():
                 if c.index in tuple(MsgType):
                     out["msg_types"][MsgType(c.index).name] = c.packet_count
+            if any(c.preamble.name == REFUSED_COUNTER for c in sh.context.p4info.counters):
+                out["refused"] = {Refusal(c.index).name: c.packet_count
+                                  for c in sh.CounterEntry(REFUSED_COUNTER).read() if c.index < len(Refusal)}
         return out
 
     def reset_counters(self) -> None:
@@ -529,7 +624,7 @@ class Controller:
         to an indirect counter (UNIMPLEMENTED)."""
         self._require_pipeline(write=True)
         sizes = {c.preamble.name: c.size for c in sh.context.p4info.counters}
-        for name in (OUTCOME_COUNTER, MSG_TYPE_COUNTER):
+        for name in (n for n in (OUTCOME_COUNTER, MSG_TYPE_COUNTER, REFUSED_COUNTER) if n in sizes):
             for index in range(sizes[name]):
                 c = sh.CounterEntry(name)
                 c.index = index

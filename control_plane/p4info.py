@@ -8,7 +8,10 @@ P4Runtime names, resolved to ids from whichever P4Info the controller pushed:
   built with);
 * ``OlafIngress.ipv4_lpm``: forwarding of traffic the queue does not consume;
 * ``OlafEgress.drop_sim``: per-egress-port drop probability (SwitchML-style loss);
-* counters ``outcome_counter`` (index ``Outcome``) and ``msg_type_counter`` (index msg_type);
+* ``OlafIngress.update_source``/``pull_source``: the source checks (``permit``/``deny``
+  by cluster and IPv4 source, dataplane/acl.py);
+* counters ``outcome_counter`` (index ``Outcome``), ``msg_type_counter`` (index msg_type)
+  and ``refused_counter`` (index ``Refusal``);
 * registers with the queue state (occupancy, pointers, clusters, and the slots).
 
 ``Schema`` checks that a P4Info names all of this with the widths the software switch
@@ -23,6 +26,7 @@ from pathlib import Path
 from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2
 
+from dataplane.acl import Refusal
 from dataplane.queue import SLOT_FIELDS, QueueConfig
 from worker_transport.protocol import MsgType, Outcome
 
@@ -35,6 +39,11 @@ DROP_SIM_TABLE = "OlafEgress.drop_sim"
 SET_DROP_PROB = "OlafEgress.set_drop_prob"
 NO_ACTION = "NoAction"
 UTIL_LOOKUP_TABLE = "OlafIngress.util_lookup"
+UPDATE_SOURCE_TABLE = "OlafIngress.update_source"
+PULL_SOURCE_TABLE = "OlafIngress.pull_source"
+PERMIT = "OlafIngress.permit"
+DENY = "OlafIngress.deny"
+REFUSED_COUNTER = "OlafIngress.refused_counter"
 OUTCOME_COUNTER = "OlafIngress.outcome_counter"
 MSG_TYPE_COUNTER = "OlafIngress.msg_type_counter"
 REG_OCCUPIED = "OlafIngress.reg_occupied"
@@ -66,6 +75,8 @@ ACTION_PARAMS: dict[str, dict[str, int]] = {
     DROP: {},
     SET_DROP_PROB: {"prob": 16},
     NO_ACTION: {},
+    PERMIT: {},
+    DENY: {},
 }
 
 MatchSpec = tuple[tuple[str, int, int], ...]
@@ -75,10 +86,14 @@ TABLES: dict[str, tuple[MatchSpec, str]] = {
     CONFIG_TABLE: ((), SET_CONFIG),
     LPM_TABLE: ((("hdr.ipv4.dstAddr", p4info_pb2.MatchField.LPM, 32),), IPV4_FORWARD),
     DROP_SIM_TABLE: ((("standard_metadata.egress_port", p4info_pb2.MatchField.EXACT, 9),), SET_DROP_PROB),
+    UPDATE_SOURCE_TABLE: ((("hdr.olaf.cluster_id", p4info_pb2.MatchField.EXACT, 16),
+                           ("hdr.ipv4.srcAddr", p4info_pb2.MatchField.LPM, 32)), PERMIT),
+    PULL_SOURCE_TABLE: ((("hdr.ipv4.srcAddr", p4info_pb2.MatchField.LPM, 32),), PERMIT),
 }
 """Tables the switch serves: key, and the one action the table must offer."""
 
-COUNTER_MIN_SIZE = {OUTCOME_COUNTER: len(Outcome), MSG_TYPE_COUNTER: max(MsgType) + 1}
+COUNTER_MIN_SIZE = {OUTCOME_COUNTER: len(Outcome), MSG_TYPE_COUNTER: max(MsgType) + 1,
+                    REFUSED_COUNTER: len(Refusal)}
 
 
 class OutOfRange(ValueError):

@@ -11,8 +11,10 @@ P4Runtime object                software switch state
 ``olaf_config`` default entry   ``queue.mode``, ``.threshold``, ``.congestion_threshold``
 ``ipv4_lpm`` entries            ``switch.table`` (``ForwardingTable``)
 ``drop_sim`` entries / default  ``switch.impairment.drop_prob[port]`` / ``[None]``
+``update_source``/``pull_source``  ``pipeline.acl`` (``SourceAcl``): rules and defaults
 ``outcome_counter``             ``queue.counters.outcomes``
 ``msg_type_counter``            ``queue.counters.msg_types``
+``refused_counter``             ``pipeline.acl.refused``
 ``reg_*`` registers (read)      queue state: occupancy, pointers, clusters, slots
 ==============================  ==============================================
 
@@ -52,12 +54,16 @@ from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 from control_plane.p4info import (
     CONFIG_TABLE,
+    DENY,
     DROP,
     DROP_SIM_TABLE,
     IPV4_FORWARD,
     LPM_TABLE,
     NO_ACTION,
     OUTCOME_COUNTER,
+    PERMIT,
+    PULL_SOURCE_TABLE,
+    REFUSED_COUNTER,
     REG_ACTIVE_CLUSTERS,
     REG_CLUSTER_COUNT,
     REG_INDEX,
@@ -68,6 +74,7 @@ from control_plane.p4info import (
     REG_WRITE_PTR,
     SET_CONFIG,
     SET_DROP_PROB,
+    UPDATE_SOURCE_TABLE,
     UTIL_LOOKUP_TABLE,
     OutOfRange,
     PipelineRefused,
@@ -78,6 +85,7 @@ from control_plane.p4info import (
     encode_uint,
     slot_register_field,
 )
+from dataplane.acl import AclRule
 from dataplane.forwarding import ForwardingTable
 from dataplane.impairment import Impairment
 from dataplane.switch import Pipeline
@@ -101,6 +109,8 @@ MAX_OPEN_STREAMS = 1024
 """StreamChannels open at once, arbitrated or not; each is a coroutine and a queue."""
 MAX_OUTBOX = 256
 """Messages queued for a client that does not read its stream before the stream is ended."""
+ACL_TABLES = {UPDATE_SOURCE_TABLE: "update_source", PULL_SOURCE_TABLE: "pull_source"}
+"""The source-check tables, by their key in ``SourceAcl.tables()``."""
 
 
 def _varint(n: int) -> bytes:
@@ -353,6 +363,9 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
         self._saved = False
         q = switch.pipeline.queue
         self._startup = (q.mode, q.threshold, q.congestion_threshold)
+        # What `olaf switch --cluster-source/--ps-source` closed stays closed when a controller
+        # pushes a pipeline: a fresh pipeline starts from these, not from empty (open) tables.
+        self._startup_acl = switch.pipeline.acl.tables()
         # util_lookup exists only where P4 cannot divide; the switch divides, so its entries
         # are only stored for read-back, keyed by their canonical match.
         self._util_entries: dict[bytes, p4runtime_pb2.TableEntry] = {}
@@ -435,6 +448,10 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
             sw.impairment.drop_prob = {}
             q = self.pipeline.queue
             q.mode, q.threshold, q.congestion_threshold = self._startup
+            (updates, update_default), (pulls, pull_default) = (
+                self._startup_acl["update_source"], self._startup_acl["pull_source"])
+            self.pipeline.acl.configure(updates, pulls, update_default_permit=update_default,
+                                        pull_default_permit=pull_default)
         self._util_entries.clear()
         self._util_default = None
 
@@ -541,6 +558,8 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
             self._write_route(kind, key, action)
         elif name == DROP_SIM_TABLE:
             self._write_drop_sim(kind, key, action)
+        elif name in ACL_TABLES:
+            self._write_source_rule(name, kind, key, action)
         else:
             self._write_util(kind, key, entry)
 
@@ -643,6 +662,9 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
                 drop.pop(None, None)
             # One reference swap: the switch thread never sees a dict being changed.
             self.switch.impairment.drop_prob = drop
+        elif name in ACL_TABLES:
+            # No action resets to the program's initial default, permit.
+            self._configure_acl(name, default_permit=action is None or action.name == PERMIT)
         else:
             self._util_default = None if action is None else entry
 
@@ -711,6 +733,49 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
             drop[port] = action.params["prob"] / PROB_ONE if action.name == SET_DROP_PROB else 0.0
         imp.drop_prob = drop
 
+    def _configure_acl(self, name: str, rules: list[AclRule] | None = None,
+                       default_permit: bool | None = None) -> None:
+        """Replace one source table's rules and/or default (None keeps it); the other stays.
+
+        Call with the pipeline lock not held; it is taken here, so a batch sees either the
+        old table or the new one.
+        """
+        acl = self.pipeline.acl
+        with self.pipeline.lock:
+            tables = acl.tables()
+            old_rules, old_default = tables[ACL_TABLES[name]]
+            tables[ACL_TABLES[name]] = (old_rules if rules is None else rules,
+                                        old_default if default_permit is None else default_permit)
+            (updates, update_default), (pulls, pull_default) = tables["update_source"], tables["pull_source"]
+            acl.configure(updates, pulls, update_default_permit=update_default,
+                          pull_default_permit=pull_default)
+
+    def _write_source_rule(self, name: str, kind: int, key: Key, action: _Action | None) -> None:
+        # update_source: (cluster exact, source lpm); pull_source: (source lpm).
+        cluster = key[0][1] if name == UPDATE_SOURCE_TABLE else None
+        _, addr, plen = key[-1]
+        prefix = ipaddress.IPv4Network((addr, plen))
+        with self.pipeline.lock:
+            rules, _ = self.pipeline.acl.tables()[ACL_TABLES[name]]
+        at = next((i for i, r in enumerate(rules) if r.prefix == prefix and r.cluster == cluster), None)
+        what = f"{name} entry {'' if cluster is None else f'cluster {cluster}, '}{prefix}"
+        if kind == Update.INSERT and at is not None:
+            raise P4RuntimeError(Code.ALREADY_EXISTS, f"{what} already exists")
+        if kind != Update.INSERT and at is None:
+            raise P4RuntimeError(Code.NOT_FOUND, f"no {what}")
+        if kind == Update.DELETE:
+            assert at is not None
+            del rules[at]
+        else:
+            assert action is not None
+            rule = AclRule(prefix, action.name == PERMIT, cluster)
+            if at is None:
+                rules.append(rule)
+            else:
+                rules[at] = rule
+        # Writes are serialized by the service's lock, so nothing changed the table since it was read.
+        self._configure_acl(name, rules=rules)
+
     def _write_util(self, kind: int, key: Key, entry: p4runtime_pb2.TableEntry) -> None:
         k = repr(key).encode()
         if kind == Update.INSERT and k in self._util_entries:
@@ -725,9 +790,15 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
             self._util_entries[k] = stored
 
     # -- counters ------------------------------------------------------------------------
-    def _counter_cells(self, name: str, size: int) -> list[int]:
+    def _counter_array(self, name: str) -> Any:
+        """The switch's cells behind a counter (a list or an array, written in place)."""
+        if name == REFUSED_COUNTER:
+            return self.pipeline.acl.refused
         c = self.pipeline.queue.counters
-        cells = list(c.outcomes if name == OUTCOME_COUNTER else c.msg_types)
+        return c.outcomes if name == OUTCOME_COUNTER else c.msg_types
+
+    def _counter_cells(self, name: str, size: int) -> list[int]:
+        cells = [int(n) for n in self._counter_array(name)]
         return (cells + [0] * size)[:size]
 
     def _write_counter(self, schema: Schema, kind: int, entry: p4runtime_pb2.CounterEntry) -> None:
@@ -745,8 +816,7 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
             raise P4RuntimeError(Code.INVALID_ARGUMENT,
                                  f"{counter.preamble.name}: packet_count {entry.data.packet_count} is "
                                  "negative; a counter counts from 0")
-        c = self.pipeline.queue.counters
-        cells = c.outcomes if counter.preamble.name == OUTCOME_COUNTER else c.msg_types
+        cells = self._counter_array(counter.preamble.name)
         for i in indices:
             if i >= len(cells) and entry.data.packet_count:
                 raise P4RuntimeError(Code.INVALID_ARGUMENT,
@@ -846,6 +916,10 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
             self._action_msg(schema, entry, SET_DROP_PROB, prob=min(round(prob * PROB_ONE), PROB_ONE - 1))
         elif name == DROP_SIM_TABLE and schema.has(NO_ACTION):
             self._action_msg(schema, entry, NO_ACTION)
+        elif name in ACL_TABLES:
+            with self.pipeline.lock:
+                _, default_permit = self.pipeline.acl.tables()[ACL_TABLES[name]]
+            self._action_msg(schema, entry, PERMIT if default_permit else DENY)
         elif name == UTIL_LOOKUP_TABLE and self._util_default is not None:
             entry.CopyFrom(self._util_default)
         elif table.HasField("initial_default_action"):
@@ -879,6 +953,21 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
                 entry = p4runtime_pb2.TableEntry(table_id=table.preamble.id)
                 entry.match.add(field_id=table.match_fields[0].id).exact.value = encode_uint(port, 9)
                 self._action_msg(schema, entry, SET_DROP_PROB, prob=min(round(prob * PROB_ONE), PROB_ONE - 1))
+                out.append(entry)
+        elif name in ACL_TABLES:
+            with self.pipeline.lock:
+                rules, _ = self.pipeline.acl.tables()[ACL_TABLES[name]]
+            fields = {m.name: m.id for m in table.match_fields}
+            for rule in rules:
+                entry = p4runtime_pb2.TableEntry(table_id=table.preamble.id)
+                if rule.cluster is not None:
+                    entry.match.add(field_id=fields["hdr.olaf.cluster_id"]).exact.value = \
+                        encode_uint(rule.cluster, 16)
+                if rule.prefix.prefixlen:  # a /0 match is the field left out
+                    fm = entry.match.add(field_id=fields["hdr.ipv4.srcAddr"])
+                    fm.lpm.value = encode_uint(int(rule.prefix.network_address), 32)
+                    fm.lpm.prefix_len = rule.prefix.prefixlen
+                self._action_msg(schema, entry, PERMIT if rule.permit else DENY)
                 out.append(entry)
         elif name == UTIL_LOOKUP_TABLE:
             out = list(self._util_entries.values())

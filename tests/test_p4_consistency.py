@@ -376,7 +376,8 @@ def test_p4info_parses_as_p4runtime_proto() -> None:
 
     info = text_format.Parse((P4_DIR / "olaf.p4info.txtpb").read_text(), p4info_pb2.P4Info())
     names = {t.preamble.name: t for t in info.tables}
-    assert set(names) == {"OlafIngress.olaf_config", "OlafIngress.ipv4_lpm", "OlafEgress.drop_sim"}
+    assert set(names) == {"OlafIngress.olaf_config", "OlafIngress.ipv4_lpm", "OlafEgress.drop_sim",
+                          "OlafIngress.update_source", "OlafIngress.pull_source"}
     ids = [x.preamble.id for kind in (info.tables, info.actions, info.counters, info.registers) for x in kind]
     assert len(ids) == len(set(ids))
 

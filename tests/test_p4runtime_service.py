@@ -7,6 +7,7 @@ uses), so outcomes are deterministic.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import queue
 import shutil
@@ -19,6 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import grpc
+import numpy as np
 import pytest
 from google.rpc import code_pb2, status_pb2
 from p4.config.v1 import p4info_pb2
@@ -31,6 +33,9 @@ from control_plane.p4info import (
     CONFIG_TABLE,
     DROP_SIM_TABLE,
     LPM_TABLE,
+    PULL_SOURCE_TABLE,
+    REFUSED_COUNTER,
+    UPDATE_SOURCE_TABLE,
     PipelineRefused,
     Schema,
     decode_int,
@@ -40,6 +45,7 @@ from control_plane.p4info import (
     load_p4info,
 )
 from control_plane.service import P4RuntimeServer
+from dataplane.acl import AclRule, SourceAcl, parse_prefix
 from dataplane.queue import OlafQueue, QueueConfig
 from dataplane.switch import UdpSwitch
 from tests.switch_process import running_switch
@@ -258,6 +264,80 @@ def test_lpm_insert_modify_delete_read_with_spec_error_codes(shell) -> None:
     assert [r[0] for r in switch.table.entries()] == ["10.0.1.1/32"]
 
 
+def source_entry(table: str, prefix: str, cluster: int | None = None, action: str | None = None
+                 ) -> sh.TableEntry:
+    te = sh.TableEntry(table)(action=action) if action else sh.TableEntry(table)
+    if cluster is not None:
+        te.match["hdr.olaf.cluster_id"] = str(cluster)
+    if not prefix.endswith("/0"):
+        te.match["hdr.ipv4.srcAddr"] = prefix
+    return te
+
+
+def test_source_tables_are_the_switch_acl_with_spec_error_codes() -> None:
+    """update_source/pull_source entries and defaults are the switch's SourceAcl: written,
+    read back, judged by the next batch, refusals in refused_counter; a pipeline commit
+    returns to what the switch started with (--ps-source here), not to open tables."""
+    started_with = SourceAcl([], [parse_prefix("10.0.0.100/32")])
+    switch = UdpSwitch(OlafQueue(QueueConfig()), "127.0.0.1", 0, acl=started_with)
+    server = P4RuntimeServer(switch, "127.0.0.1:0").start()
+    global_options.set_option(Options.verbose, False)
+    sh.setup(device_id=1, grpc_addr=server.address, election_id=(1, 0),
+             config=sh.FwdPipeConfig(str(P4INFO), "/dev/null"), verbose=False)
+    try:
+        ps = [(e.match["hdr.ipv4.srcAddr"].lpm.prefix_len, e.action.action_name)
+              for e in sh.TableEntry(PULL_SOURCE_TABLE).read()]
+        assert ps == [(32, "OlafIngress.permit")]
+        default = next(iter(sh.TableEntry(PULL_SOURCE_TABLE)(is_default=True).read()))
+        assert default.action.action_name == "OlafIngress.deny"
+
+        source_entry(UPDATE_SOURCE_TABLE, "10.1.0.0/16", 3, "OlafIngress.permit").insert()
+        source_entry(UPDATE_SOURCE_TABLE, "0.0.0.0/0", 3, "OlafIngress.deny").insert()
+        with pytest.raises(P4RuntimeWriteException) as e:
+            source_entry(UPDATE_SOURCE_TABLE, "10.1.0.0/16", 3, "OlafIngress.deny").insert()
+        assert write_errors(e) == [("ALREADY_EXISTS", "OlafIngress.update_source entry cluster 3, "
+                                                      "10.1.0.0/16 already exists")]
+        with pytest.raises(P4RuntimeWriteException) as e:
+            source_entry(UPDATE_SOURCE_TABLE, "10.1.0.0/16", 4).delete()
+        assert write_errors(e)[0][0] == "NOT_FOUND"
+        rules, permit = switch.pipeline.acl.tables()["update_source"]
+        assert permit and set(rules) == {AclRule(parse_prefix("10.1.0.0/16"), True, 3),
+                                         AclRule(parse_prefix("0.0.0.0/0"), False, 3)}
+
+        inside, outside = int(ipaddress.IPv4Address("10.1.2.3")), int(ipaddress.IPv4Address("10.2.0.1"))
+        msgs = [update(1, cluster=3), update(2, cluster=3), update(1, cluster=4)]
+        _, answered, _ = switch.pipeline.handle(msgs, np.array([inside, outside, outside], np.uint32))
+        assert answered.tolist() == [0, 2]  # cluster 4 has no entries: the default, permit
+        refused = {c.index: c.packet_count for c in sh.CounterEntry(REFUSED_COUNTER).read()}
+        assert refused == {0: 1, 1: 0}
+
+        source_entry(UPDATE_SOURCE_TABLE, "0.0.0.0/0", 3, "OlafIngress.permit").modify()
+        _, answered, _ = switch.pipeline.handle([update(2, cluster=3)], np.array([outside], np.uint32))
+        assert answered.tolist() == [0]
+        source_entry(UPDATE_SOURCE_TABLE, "0.0.0.0/0", 3).delete()
+        source_entry(UPDATE_SOURCE_TABLE, "10.1.0.0/16", 3).delete()
+        sh.TableEntry(UPDATE_SOURCE_TABLE)(is_default=True, action="OlafIngress.deny").modify()
+        _, answered, _ = switch.pipeline.handle([update(1, cluster=4)], np.array([inside], np.uint32))
+        assert answered.tolist() == [] and switch.pipeline.acl.refused == [2, 0]
+        reset = sh.CounterEntry(REFUSED_COUNTER)
+        reset.index, reset.packet_count = 0, 0
+        reset.modify()
+        assert switch.pipeline.acl.refused == [0, 0]
+
+        req = p4runtime_pb2.SetForwardingPipelineConfigRequest(device_id=1)
+        req.election_id.high = 1
+        req.config.p4info.CopyFrom(load_p4info(P4INFO))
+        req.action = p4runtime_pb2.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT
+        source_entry(PULL_SOURCE_TABLE, "0.0.0.0/0", action="OlafIngress.permit").insert()
+        stub(server).SetForwardingPipelineConfig(req)
+        ps_only = [AclRule(parse_prefix("10.0.0.100/32"), True)]
+        assert switch.pipeline.acl.tables() == {"update_source": ([], True), "pull_source": (ps_only, False)}
+    finally:
+        sh.teardown()
+        server.stop(0.5)
+        switch.close()
+
+
 def test_malformed_table_writes_get_the_right_codes_and_change_nothing(shell) -> None:
     switch, server = shell
     schema = Schema(load_p4info(P4INFO), QueueConfig())
@@ -460,7 +540,9 @@ def test_registers_expose_the_queue_state(shell) -> None:
         p4runtime_pb2.Entity(counter_entry=p4runtime_pb2.CounterEntry()),
         p4runtime_pb2.Entity(table_entry=p4runtime_pb2.TableEntry(is_default_action=True))]))
     kinds = [e.WhichOneof("entity") for rep in everything for e in rep.entities]
-    assert kinds.count("counter_entry") == 16 and kinds.count("table_entry") == 3
+    info = load_p4info(P4INFO)
+    assert kinds.count("counter_entry") == sum(c.size for c in info.counters)
+    assert kinds.count("table_entry") == len(info.tables) == 5
     assert kinds.count("register_entry") == sum(r.size for r in load_p4info(P4INFO).registers)
 
 
@@ -762,7 +844,8 @@ def test_idle_streams_do_not_starve_reads_writes_or_arbitration(shell) -> None:
         s = stub(server)
         req = p4runtime_pb2.ReadRequest(device_id=1)
         req.entities.add().counter_entry.counter_id = 0
-        assert sum(len(r.entities) for r in s.Read(req, timeout=10)) == 16
+        counter_cells = sum(c.size for c in load_p4info(P4INFO).counters)
+        assert sum(len(r.entities) for r in s.Read(req, timeout=10)) == counter_cells
         update_ = p4runtime_pb2.Update(type=p4runtime_pb2.Update.INSERT)
         update_.entity.table_entry.CopyFrom(route_entry("10.0.9.9/32", 3).msg())
         req = p4runtime_pb2.WriteRequest(device_id=1, updates=[update_])

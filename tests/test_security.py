@@ -350,9 +350,6 @@ def test_attack_on_the_switch_in_interface_mode(attack: Attack, acl_on: bool) ->
 
 # -- simple_switch (pcap-file replay, table entries by simple_switch_CLI) ------------------
 
-ACL_DEFINE = "-DOLAF_SOURCE_ACL"
-
-
 def acl_commands(acl: SourceAcl) -> list[str]:
     """The simple_switch_CLI lines that give the P4 tables ``acl``'s rules and defaults."""
     lines = []
@@ -378,13 +375,13 @@ def host_frame(payload: bytes, host: str, step: int, reply: bool = False) -> byt
 
 @pytest.fixture(scope="module")
 def acl_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A build folder whose compiled program (``compiled/olaf.json``, where
-    ``p4_replay.compiled_program`` looks) has the source checks in."""
+    """A build folder with the default program compiled (``compiled/olaf.json``, where
+    ``p4_replay.compiled_program`` looks): the source checks are always in it."""
     missing = p4_replay.missing_tools()
     if missing:
         pytest.skip(missing)
     build = tmp_path_factory.mktemp("acl_p4")
-    p4_replay.compile_p4(build / "compiled", [ACL_DEFINE])
+    p4_replay.compiled_program(build)
     return build
 
 
@@ -479,3 +476,64 @@ def test_cli_refuses_a_cluster_beyond_max_clusters(capsys: pytest.CaptureFixture
                             "--cluster-source", "0=192.168.1.7", "--ps-source", "10.0.0.100/32"])
     assert args.cluster_sources == [(0, parse_prefix("10.0.0.0/8")), (0, parse_prefix("192.168.1.7/32"))]
     assert args.ps_sources == [parse_prefix("10.0.0.100/32")]
+
+
+# -- the controller-side path: P4Runtime on the software switch -----------------------------
+
+
+@needs_loopback
+def test_controller_closes_the_software_switch_over_p4runtime() -> None:
+    """``Controller`` writes update_source/pull_source through the software switch's
+    P4Runtime service (the same calls a bmv2 or Tofino target gets); every attack is then
+    refused, refused_counter read over P4Runtime counts each one, the tables read back as
+    written, and removing the entries opens the switch again."""
+    from control_plane.controller import Controller
+    from control_plane.service import P4RuntimeServer
+
+    p4info = Path(__file__).resolve().parents[1] / "p4" / "olaf.p4info.txtpb"
+    switch, close = udp_switch(None)
+    server = P4RuntimeServer(switch, "127.0.0.1:0").start()
+    hosts = Hosts(switch.address)
+    try:
+        with Controller(server.address) as c:
+            c.push_pipeline(p4info)
+            assert c.source_rules() == {"update_source": ([], True), "pull_source": ([], True)}
+            c.set_cluster_sources(0, [f"{LOOPBACK[A]}/32"])
+            c.set_cluster_sources(1, [f"{LOOPBACK[B]}/32"])
+            c.close_unlisted_clusters()
+            c.set_ps_sources([f"{LOOPBACK[PS]}/32"])
+            rules = c.source_rules()
+            everywhere = ipaddress.IPv4Network("0.0.0.0/0")
+            assert set(rules["update_source"][0]) == {
+                AclRule(parse_prefix(f"{LOOPBACK[A]}/32"), True, 0), AclRule(everywhere, False, 0),
+                AclRule(parse_prefix(f"{LOOPBACK[B]}/32"), True, 1), AclRule(everywhere, False, 1)}
+            assert rules["update_source"][1] is False
+            assert set(rules["pull_source"][0]) == {AclRule(parse_prefix(f"{LOOPBACK[PS]}/32"), True),
+                                                    AclRule(everywhere, False)}
+            for attack in ATTACKS:
+                check_attack(attack.name, answers_of([hosts.send(h, p) for h, p in attack.steps]), True)
+                while answers_of([hosts.send(PS, pull())])[0]["type"] != MsgType.EMPTY:
+                    pass  # drained: the next attack starts on an empty queue
+            expected = [sum(refusals(a)[r] for a in ATTACKS) for r in Refusal]
+            assert c.counters()["refused"] == {r.name: expected[r] for r in Refusal}
+            assert switch.pipeline.acl.refused == expected
+
+            # A second PS address replaces the first: only it may PULL now.
+            c.set_ps_sources([f"{LOOPBACK[ATTACKER]}/32"])
+            hosts.send(A, update(value=5))
+            assert hosts.send(PS, pull()) is None
+            assert answers_of([hosts.send(ATTACKER, pull())])[0]["value"] == 5
+            # No prefixes: the entries go and the table's default (permit) applies again.
+            c.set_ps_sources([])
+            assert c.source_rules()["pull_source"] == ([], True)
+            hosts.send(A, update(value=6))
+            assert answers_of([hosts.send(PS, pull())])[0]["value"] == 6
+            assert c.counters()["refused"]["PULL_SOURCE"] == expected[Refusal.PULL_SOURCE] + 1
+            with pytest.raises(ValueError, match="not an IPv4 prefix"):
+                c.set_ps_sources(["10.0.0.1/8"])
+            with pytest.raises(ValueError, match="bit<16>"):
+                c.set_cluster_sources(1 << 16, ["10.0.0.0/8"])
+    finally:
+        hosts.close()
+        server.stop(0.5)
+        close()

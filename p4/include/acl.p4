@@ -1,5 +1,5 @@
 /* Fragment of OlafIngress: who may send what (docs/security.md, "Mitigations offered
- * today"); compiled in with -DOLAF_SOURCE_ACL. The same checks as dataplane/acl.py.
+ * today"), always compiled in. The same checks as dataplane/acl.py.
  *
  * update_source: an UPDATE for cluster c is judged by its IPv4 source. The controller
  *   installs {c, prefix} -> permit for each of c's prefixes and either {c, 0.0.0.0/0} ->

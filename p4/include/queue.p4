@@ -16,9 +16,7 @@ control OlafIngress(inout headers_t hdr,
 #include "counters.p4"
 #include "forwarding.p4"
 #include "queue_state.p4"
-#ifdef OLAF_SOURCE_ACL
 #include "acl.p4"
-#endif
 
     OlafFeedback() feedback;
     OlafReply() reply;
@@ -82,7 +80,6 @@ control OlafIngress(inout headers_t hdr,
                     && verdict != VERDICT_BAD_TYPE;
             /* The source checks of acl.p4 come before the queue counts or touches anything. */
             bool refused = false;
-#ifdef OLAF_SOURCE_ACL
             if (heard && hdr.olaf.msg_type == MSG_UPDATE) {
                 switch (update_source.apply().action_run) {
                     deny: {
@@ -102,7 +99,6 @@ control OlafIngress(inout headers_t hdr,
                     }
                 }
             }
-#endif
             if (heard && !refused) {
                 msg_type_counter.count((bit<32>)hdr.olaf.msg_type);
             }
