@@ -199,6 +199,11 @@ class System:
                     sent, since, keeps = choice[u]
                     old = workers[u]
                     win = acks[u] if sent else old[1]
+                    if since >= win:
+                        # The forced window is over and only grows further away (the
+                        # slots since the send only increase until the next send, which
+                        # brings a new window): it can no longer matter.
+                        win = 0
                     if not keeps:
                         row.append((since, win, 0, False, 0))
                         continue
