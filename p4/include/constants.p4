@@ -58,17 +58,17 @@ const bit<8>  OUTCOME_DROPPED_FULL = 4;
 const bit<8>  OUTCOME_DROPPED_INVALID = 5;
 
 const bit<8>  MODE_OLAF = 0;
-const bit<8>  MODE_FIFO = 1;
+@noWarn("unused") const bit<8>  MODE_FIFO = 1;
 
 const bit<8>  FLAG_CONGESTED = 1;
 
-const bit<8>  OLAF_V8 = 64;             /* num_values of a valid UPDATE or DATA */
+@noWarn("unused") const bit<8>  OLAF_V8 = 64;             /* num_values of a valid UPDATE or DATA */
 const bit<16> OLAF_HEADER_LEN = 36;
 const bit<16> UDP_HEADER_LEN = 8;
 const bit<16> IPV4_HEADER_LEN = 20;
 const bit<16> OLAF_MIN_UDP_LEN = 44;    /* UDP header + OLAF header */
-const bit<16> OLAF_UPDATE_UDP_LEN = 300; /* UDP header + OLAF header + 4 * V */
-const bit<32> OLAF_SHORT_FRAME_LEN = 78; /* Ethernet + IPv4 + UDP + OLAF header: ACK, EMPTY */
+@noWarn("unused") const bit<16> OLAF_UPDATE_UDP_LEN = 300; /* UDP header + OLAF header + 4 * V */
+@noWarn("unused") const bit<32> OLAF_SHORT_FRAME_LEN = 78; /* Ethernet + IPv4 + UDP + OLAF header: ACK, EMPTY */
 
 /* Why a message is not OK, in the order of worker_transport.codec.Verdict. */
 const bit<8>  VERDICT_OK = 0;
