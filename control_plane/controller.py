@@ -525,7 +525,9 @@ class Controller:
         self._require_pipeline()
         out: dict[str, tuple[list[AclRule], bool]] = {}
         for key, table in SOURCE_TABLES.items():
-            info = next(t for t in sh.context.p4info.tables if t.preamble.name == table)
+            info = next((t for t in sh.context.p4info.tables if t.preamble.name == table), None)
+            if info is None:
+                raise ControllerError("NOT_FOUND", f"the pipeline has no table {table} (no source checks)")
             fields = {m.id: m.name for m in info.match_fields}
             rules = []
             with _p4rt_errors(f"read {table}"):

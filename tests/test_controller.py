@@ -291,6 +291,33 @@ def test_congestion_threshold_and_counters_match_the_packets(target: Target, ctl
     assert ctl.counters()["msg_types"]["PULL"] == 1
 
 
+def test_source_checks_set_over_p4runtime_refuse_and_count(target: Target, ctl: Controller) -> None:
+    """The same Controller calls close a cluster and the PULLs on every target: this host
+    (127.0.0.1 or the bmv2 namespace's address) is outside the prefixes, so it is refused
+    unanswered and refused_counter counts it; removing the entries opens the switch again."""
+    elsewhere = "192.0.2.0/24"  # TEST-NET-1: no host of the test is in it
+    before = ctl.counters()["refused"]
+    ctl.set_cluster_sources(0, [elsewhere])
+    ctl.set_ps_sources([elsewhere])
+    rules = ctl.source_rules()
+    assert sorted((r.cluster, str(r.prefix), r.permit) for r in rules["update_source"][0]) == [
+        (0, "0.0.0.0/0", False), (0, elsewhere, True)]
+    assert rules["update_source"][1] is True and len(rules["pull_source"][0]) == 2
+    assert target.silent(update(1, cluster=0)) and target.silent(pull())
+    assert target.ask(update(1, cluster=1))[0].outcome == Outcome.ENQUEUED  # cluster 1 is not listed
+    ctl.close_unlisted_clusters()
+    assert target.silent(update(2, cluster=1))
+    after = ctl.counters()["refused"]
+    assert after["UPDATE_SOURCE"] - before["UPDATE_SOURCE"] == 2
+    assert after["PULL_SOURCE"] - before["PULL_SOURCE"] == 1
+    ctl.set_cluster_sources(0, [])
+    ctl.set_ps_sources([])
+    ctl.close_unlisted_clusters(False)
+    assert ctl.source_rules() == {"update_source": ([], True), "pull_source": ([], True)}
+    assert target.ask(update(3, cluster=0))[0].outcome == Outcome.ENQUEUED
+    assert target.ask(pull())[0].msg_type == MsgType.DATA
+
+
 def test_drop_probability_set_over_p4runtime_drops_answers(target: Target, ctl: Controller) -> None:
     ctl.set_drop_prob(target.port, 1.0)  # 65535/65536: a random16 of 65535 would pass
     assert ctl.drop_probs() == {target.port: 65535 / 65536}
@@ -390,6 +417,34 @@ def ctl_cli(capsys: pytest.CaptureFixture, target: Target, *args: str) -> tuple[
     code = main(["ctl", "--target", target.p4runtime, *args])
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def test_cli_sources_sets_lists_and_refuses_bad_prefixes(capsys: pytest.CaptureFixture,
+                                                          elections: Target) -> None:
+    target = elections
+    code, out, err = ctl_cli(capsys, target, "--election-id", "5,0", "--json", "sources", "--cluster",
+                             "3=10.3.0.0/16,10.4.0.1", "--ps", "10.0.0.100/32", "--close-unlisted")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["sources"]["update_source"] == {"default": "deny", "rules": [
+        {"cluster": 3, "prefix": "0.0.0.0/0", "action": "deny"},
+        {"cluster": 3, "prefix": "10.3.0.0/16", "action": "permit"},
+        {"cluster": 3, "prefix": "10.4.0.1/32", "action": "permit"}]}
+    assert doc["sources"]["pull_source"]["default"] == "permit"
+    assert len(doc["sources"]["pull_source"]["rules"]) == 2
+    assert target.silent(pull())  # this host is not the PS
+    code, out, err = ctl_cli(capsys, target, "--json", "sources")  # read-only: no election id needed
+    assert code == 0, err
+    assert json.loads(out)["refused"]["PULL_SOURCE"] >= 1
+    code, out, err = ctl_cli(capsys, target, "--election-id", "5,0", "--json", "sources", "--cluster", "3=",
+                             "--ps=", "--open-unlisted")
+    assert code == 0, err
+    assert json.loads(out)["sources"] == {"update_source": {"rules": [], "default": "permit"},
+                                          "pull_source": {"rules": [], "default": "permit"}}
+    for bad in (["--cluster", "3=10.3.0.1/16"], ["--cluster", "70000=10.0.0.0/8"], ["--ps", "300.0.0.1"]):
+        with pytest.raises(SystemExit) as e:
+            ctl_cli(capsys, target, "sources", *bad)
+        assert e.value.code == 2
 
 
 def test_cli_sets_and_shows(capsys: pytest.CaptureFixture, elections: Target) -> None:

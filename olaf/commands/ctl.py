@@ -100,6 +100,24 @@ def _route(text: str) -> tuple[str, int, str | None]:
     return _prefix(prefix), int(port), mac or None
 
 
+def _prefixes(text: str) -> list[str]:
+    """``PREFIX[,PREFIX...]`` (host bits zero); empty: none."""
+    from dataplane.acl import parse_prefix
+
+    try:
+        return [str(parse_prefix(t)) for t in text.split(",")] if text.strip() else []
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _cluster_prefixes(text: str) -> tuple[int, list[str]]:
+    cluster, sep, prefixes = text.partition("=")
+    if not sep or not cluster.strip().isdigit() or int(cluster) >= 1 << 16:
+        raise argparse.ArgumentTypeError(f"expected CLUSTER=PREFIX[,PREFIX...] with CLUSTER 0..65535, "
+                                         f"got {text!r}")
+    return int(cluster), _prefixes(prefixes)
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", required=True, type=_target, metavar="HOST:PORT",
                    help="the target's P4Runtime server (olaf switch --p4runtime, simple_switch_grpc: 9559)")
@@ -160,6 +178,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     w.add_argument("--count", type=_ranged(0, 2**31), default=0, metavar="N",
                    help="stop after N lines (0: until Ctrl-C)")
     sub.add_parser("caps", help="the target's P4Runtime API version")
+    src = sub.add_parser("sources", help="source checks (docs/security.md): who may UPDATE a cluster, "
+                         "who may PULL; list them and what they refused")
+    src.add_argument("--cluster", type=_cluster_prefixes, action="append", default=[],
+                     metavar="C=PREFIX[,PREFIX...]",
+                     help="accept UPDATEs for cluster C only from these prefixes (repeatable); "
+                          "'C=' removes C's entries")
+    src.add_argument("--ps", type=_prefixes, metavar="PREFIX[,PREFIX...]",
+                     help="accept PULLs only from these prefixes; '--ps=' removes the entries")
+    unlisted = src.add_mutually_exclusive_group()
+    unlisted.add_argument("--close-unlisted", action="store_true",
+                          help="refuse UPDATEs for clusters without entries (update_source default deny)")
+    unlisted.add_argument("--open-unlisted", action="store_true",
+                          help="accept UPDATEs for clusters without entries (default permit)")
 
 
 def _topology_args(p: argparse.ArgumentParser) -> None:
@@ -202,7 +233,9 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as e:
         return fail(str(e), 2)
     writes = args.action in ("push", "set") or (args.action == "counters" and args.reset) or (
-        args.action == "routes" and (args.add or args.delete or topology is not None))
+        args.action == "routes" and (args.add or args.delete or topology is not None)) or (
+        args.action == "sources" and (args.cluster or args.ps is not None or args.close_unlisted
+                                      or args.open_unlisted))
     election_id = args.election_id or ((0, 1) if writes else None)
     tls = None
     if args.tls_ca or args.tls_cert or args.tls_key:
@@ -383,6 +416,30 @@ def _watch(c: Any, args: argparse.Namespace, *_: Any) -> int:
     return 0
 
 
+def _sources(c: Any, args: argparse.Namespace, *_: Any) -> int:
+    # Clusters are closed before the unlisted ones open, never the other way round.
+    if args.close_unlisted:
+        c.close_unlisted_clusters(True)
+    for cluster, prefixes in args.cluster:
+        c.set_cluster_sources(cluster, prefixes)
+    if args.ps is not None:
+        c.set_ps_sources(args.ps)
+    if args.open_unlisted:
+        c.close_unlisted_clusters(False)
+    tables, refused = c.source_rules(), c.counters().get("refused", {})
+    doc = {"sources": {name: {"rules": [{"cluster": r.cluster, "prefix": str(r.prefix),
+                                         "action": "permit" if r.permit else "deny"} for r in rules],
+                              "default": "permit" if default else "deny"}
+                       for name, (rules, default) in tables.items()},
+           "refused": refused}
+    rows = [[name, "-" if r.cluster is None else r.cluster, str(r.prefix), "permit" if r.permit else "deny"]
+            for name, (rules, _) in tables.items() for r in rules]
+    rows += [[name, "*", "default", "permit" if default else "deny"] for name, (_, default) in tables.items()]
+    _emit(args, doc, [("source checks", ["table", "cluster", "prefix", "action"], rows),
+                      ("refused", ["reason", "packets"], [[k, v] for k, v in refused.items()])])
+    return 0
+
+
 def _caps(c: Any, args: argparse.Namespace, *_: Any) -> int:
     doc = {"p4runtime_api_version": c.capabilities(), "primary": c.is_primary, "pipeline": c.has_pipeline}
     _emit(args, doc, [("capabilities", ["field", "value"], [[k, v] for k, v in doc.items()])])
@@ -390,4 +447,4 @@ def _caps(c: Any, args: argparse.Namespace, *_: Any) -> int:
 
 
 _ACTIONS = {"push": _push, "routes": _routes, "set": _set, "show": _show, "counters": _counters,
-            "registers": _registers, "watch": _watch, "caps": _caps}
+            "registers": _registers, "watch": _watch, "caps": _caps, "sources": _sources}
