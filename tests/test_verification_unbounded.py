@@ -210,3 +210,13 @@ def test_search_finds_the_legacy_rules_starvation_where_z3_does() -> None:
     assert r.status == "violated" and r.depth == z.trace.violation_slot
     assert unbounded.search(Deployment(**{**values, "send_rule": "design"}),
                             "starvation").status == "closed"
+
+
+HALF = Deployment(workers=2, clusters=2, capacity=1, pull_rate=Fraction(1, 2), horizon=7, warmup=2,
+                  max_skip=1, aom_bound=20)
+"""One PULL every other slot: the PULL schedule's phase is part of the search."""
+
+
+@pytest.mark.parametrize("prop", ["fairness", "responsiveness"])
+def test_search_follows_a_fractional_pull_rate(prop: str) -> None:
+    search_matches_brute_force(HALF, prop, brute_force(HALF, prop))
