@@ -38,6 +38,7 @@ class ParserError(Exception):
 
 TOKEN = re.compile(
     r"\s*(?:(?P<num>\d+[ws](?:0x[0-9a-fA-F]+|\d+)|0x[0-9a-fA-F]+|\d+)"
+    r'|(?P<str>"[^"\n]*")'
     r"|(?P<id>[A-Za-z_]\w*)"
     r"|(?P<op>\|\+\||\|-\||\+\+|##|<<|>>|<=|>=|==|!=|&&&|&&|\|\||[-+*/!~&|^<>=(){}\[\];,.:?@]))"
 )
@@ -489,7 +490,7 @@ def parse_program(tokens: list[str]) -> Program:
     prog = Program({}, {}, {}, {}, [])
     type_names: set[str] = set()
     while c.peek():
-        tok = c.take()
+        tok = take_past_annotations(c)
         if tok == "const":
             t = parse_type(c)
             name = c.take()
@@ -544,15 +545,22 @@ def parse_program(tokens: list[str]) -> Program:
     return prog
 
 
-def parse_control_decl(c: Cursor, ctl: Control, types: set[str]) -> None:
+def take_past_annotations(c: Cursor) -> str:
+    """The next token after any annotations: @stage(N) on a table or @noWarn("unused") on a
+    constant only guide the compiler."""
     tok = c.take()
-    while tok == "@":  # annotations (@stage(N) on a table) only guide the compiler
+    while tok == "@":
         c.take()
         if c.accept("("):
             depth = 1
             while depth:
                 depth += {"(": 1, ")": -1}.get(c.take(), 0)
         tok = c.take()
+    return tok
+
+
+def parse_control_decl(c: Cursor, ctl: Control, types: set[str]) -> None:
+    tok = take_past_annotations(c)
     if tok == "action":
         name = c.take()
         ctl.actions[name] = (parse_params(c), parse_block(c, types))
