@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from olaf.argtypes import ranged
+
 HELP = "control an OLAF switch over P4Runtime (software switch, bmv2 simple_switch_grpc, Tofino)"
 
 DEFAULT_P4INFO = Path(__file__).resolve().parents[2] / "p4" / "olaf.p4info.txtpb"
@@ -37,19 +39,6 @@ def _target(text: str) -> str:
         raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
     return text
 
-
-def _ranged(lo: int, hi: int) -> type:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
-        if not lo <= value <= hi:
-            raise argparse.ArgumentTypeError(f"{value} is outside {lo}..{hi}")
-        return value
-
-    parse.__name__ = "int"
-    return parse  # type: ignore[return-value]
 
 
 def _finite(lo: float, positive: bool = False) -> type:
@@ -121,7 +110,7 @@ def _cluster_prefixes(text: str) -> tuple[int, list[str]]:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", required=True, type=_target, metavar="HOST:PORT",
                    help="the target's P4Runtime server (olaf switch --p4runtime, simple_switch_grpc: 9559)")
-    p.add_argument("--device-id", type=_ranged(0, 2**64 - 1), default=1,
+    p.add_argument("--device-id", type=ranged(0, 2**64 - 1), default=1,
                    help="P4Runtime device id (default 1; simple_switch_grpc's is its --device-id, default 0)")
     p.add_argument("--election-id", type=_election_id, default=None, metavar="HIGH,LOW",
                    help="arbitration election id; the highest is primary. Default: 0,1 for actions "
@@ -163,7 +152,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     thr = s.add_mutually_exclusive_group()
     thr.add_argument("--threshold", type=_finite(0.0), metavar="R", help="reward threshold in reward units")
     thr.add_argument("--raw-threshold", type=int, metavar="N", help="reward threshold, raw fixed point")
-    s.add_argument("--congestion-threshold", type=_ranged(0, 255), metavar="0-255")
+    s.add_argument("--congestion-threshold", type=ranged(0, 255), metavar="0-255")
     s.add_argument("--drop-prob", type=_port_prob, action="append", default=[], metavar="[PORT:]P",
                    help="drop_sim: drop responses leaving PORT (every port without PORT) with probability P")
 
@@ -175,7 +164,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     r.add_argument("names", nargs="*", metavar="NAME", help="registers to read (default: the queue state)")
     w = sub.add_parser("watch", help="counter rates and queue state every interval")
     w.add_argument("--interval", type=float, default=1.0, metavar="S")
-    w.add_argument("--count", type=_ranged(0, 2**31), default=0, metavar="N",
+    w.add_argument("--count", type=ranged(0, 2**31), default=0, metavar="N",
                    help="stop after N lines (0: until Ctrl-C)")
     sub.add_parser("caps", help="the target's P4Runtime API version")
     src = sub.add_parser("sources", help="source checks (docs/security.md): who may UPDATE a cluster, "

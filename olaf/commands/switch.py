@@ -6,6 +6,8 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
+from olaf.argtypes import ranged
+
 if TYPE_CHECKING:
     from dataplane.impairment import Impairment
 
@@ -40,19 +42,6 @@ def _port_iface(text: str) -> tuple[int, str]:
         raise argparse.ArgumentTypeError(f"expected PORT@IFACE, got {text!r}")
     return int(port), iface
 
-
-def _ranged(lo: int, hi: int) -> type:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
-        if not lo <= value <= hi:
-            raise argparse.ArgumentTypeError(f"{value} is outside {lo}..{hi}")
-        return value
-
-    parse.__name__ = "int"
-    return parse  # type: ignore[return-value]
 
 
 def _source_prefix(text: str):  # noqa: ANN202 - ipaddress.IPv4Network, imported lazily
@@ -89,18 +78,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                     help="interface mode: a forwarding entry on the command line (repeatable)")
 
     q = p.add_argument_group("OlafQueue")
-    q.add_argument("--capacity", type=_ranged(1, 65535), default=64, help="slots (default 64)")
-    q.add_argument("--values", type=_ranged(1, 255), default=64, help="V, values per block (default 64)")
-    q.add_argument("--max-clusters", type=_ranged(1, 65536), default=16, help="default 16")
-    q.add_argument("--max-blocks", type=_ranged(1, 65536), default=1024, help="default 1024")
+    q.add_argument("--capacity", type=ranged(1, 65535), default=64, help="slots (default 64)")
+    q.add_argument("--values", type=ranged(1, 255), default=64, help="V, values per block (default 64)")
+    q.add_argument("--max-clusters", type=ranged(1, 65536), default=16, help="default 16")
+    q.add_argument("--max-blocks", type=ranged(1, 65536), default=1024, help="default 1024")
     q.add_argument("--mode", choices=("olaf", "fifo"), default="olaf",
                    help="olaf: merge/replace/drop by reward; fifo: drop-tail baseline (default olaf)")
     q.add_argument("--threshold", type=float, default=None,
                    help="reward threshold in reward units (default: the largest representable, "
                         "so every compatible update merges until the controller sets one)")
-    q.add_argument("--congestion-threshold", type=_ranged(0, 255), default=192,
+    q.add_argument("--congestion-threshold", type=ranged(0, 255), default=192,
                    help="CONGESTED when queue_util >= this, 0-255 (default 192 = 75%%)")
-    q.add_argument("--frac-bits", type=_ranged(0, 31), default=16,
+    q.add_argument("--frac-bits", type=ranged(0, 31), default=16,
                    help="fixed-point fraction bits every UPDATE must carry (default 16)")
 
     a = p.add_argument_group("who may send what (off unless given; see docs/security.md)")
@@ -120,11 +109,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(repeatable; UDP mode has port 0)")
     o.add_argument("--delay-ms", action="append", default=[], metavar="[PORT:]MS",
                    help="delay responses leaving PORT by MS milliseconds (repeatable)")
-    o.add_argument("--seed", type=_ranged(0, 2**64 - 1), default=None, help="seed of the drop simulator")
+    o.add_argument("--seed", type=ranged(0, 2**64 - 1), default=None, help="seed of the drop simulator")
     o.add_argument("--pcap", metavar="DIR", help="record every port's traffic as pcap files in DIR")
     o.add_argument("--stats-interval", type=_seconds, default=1.0, metavar="S",
                    help="seconds between one-line stats on stderr (0: off; default 1)")
-    o.add_argument("--batch-size", type=_ranged(1, 65536), default=512,
+    o.add_argument("--batch-size", type=ranged(1, 65536), default=512,
                    help="most packets drained and processed as one batch (default 512)")
 
     c = p.add_argument_group("control plane")
@@ -136,7 +125,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     c.add_argument("--tls-key", metavar="PEM", help="P4Runtime over TLS: the server's private key")
     c.add_argument("--tls-client-ca", metavar="PEM",
                    help="mutual TLS: accept only clients with a certificate signed by this CA")
-    c.add_argument("--device-id", type=_ranged(0, 2**63 - 1), default=1,
+    c.add_argument("--device-id", type=ranged(0, 2**63 - 1), default=1,
                    help="P4Runtime device id (default 1)")
 
 

@@ -1,0 +1,19 @@
+"""argparse value types shared by the ``olaf`` subcommands."""
+
+import argparse
+from collections.abc import Callable
+
+
+def ranged(lo: int, hi: int) -> Callable[[str], int]:
+    """An int within ``lo..hi``; anything else is argparse's one-line error and exit 2."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"{value} is outside {lo}..{hi}")
+        return value
+
+    parse.__name__ = "int"  # argparse names the type in its message
+    return parse
