@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
 import socket
 import statistics
 import subprocess
@@ -38,6 +37,7 @@ if str(ROOT) not in sys.path:
 
 from tests.netns import Hosts, can_create_namespaces, ip  # noqa: E402
 from tests.p4_replay import HOST_MAC, SWITCH_MAC, compile_p4, missing_tools  # noqa: E402
+from tests.p4_replay import stop_process as stop  # noqa: E402
 from worker_transport.protocol import OLAF_PORT, MsgType, Olaf  # noqa: E402
 
 HOST_ADDRESS = "10.0.0.1"
@@ -90,17 +90,6 @@ def free_tcp_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def stop(proc: subprocess.Popen) -> None:
-    """Stop a process this benchmark started, by its PID."""
-    if proc.poll() is None:
-        os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait()
 
 
 class Bench:

@@ -210,6 +210,18 @@ P4C = "p4c-bm2-ss"
 """p4c's v1model/bmv2 back end; the p4lang packages and the bundle in .p4tools/ both ship it."""
 
 
+def stop_process(proc: subprocess.Popen) -> None:
+    """Stop a switch this module (or a benchmark using it) started: SIGTERM by its PID, then
+    SIGKILL if it has not exited within 10 s."""
+    if proc.poll() is None:
+        os.kill(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
 def missing_tools() -> str | None:
     """Why the bmv2 replay cannot run here, or None when it can."""
     missing = [t for t in (P4C, "simple_switch", "simple_switch_CLI") if not shutil.which(t)]
@@ -433,13 +445,7 @@ def _run_once(
         if read_back and not exited():
             state = read_state(thrift_port, program_json)
     finally:
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.kill(proc.pid, signal.SIGKILL)
-                proc.wait()
+        stop_process(proc)
         log.close()
     return Bmv2Run([read_pcap(work_dir / f"port{p}_out.pcap") for p in range(ports)], state)
 
