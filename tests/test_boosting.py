@@ -390,17 +390,20 @@ def test_ablation_worker_seconds_at_and_rows() -> None:
     assert worker_seconds_at(timeline, 1.0) == 8.0
     assert worker_seconds_at(timeline, 4.0) == 16 + 6
     assert worker_seconds_at(timeline, 7.0) == 16 + 9 + 2
-    runs = [{"time_to_target_s": 3.0, "duration_s": 10.0, "final_return": 100.0,
+    runs = [{"time_to_target_s": 3.0, "steps_to_target": 12_000, "env_steps": 40_000,
+             "duration_s": 10.0, "final_return": 100.0,
              "worker_seconds_to_target": 19.0, "worker_seconds": 30.0, "worker_cpu_s": 5.0,
              "mean_active_workers": 3.0, "staleness_p90": 2, "held_share": None,
              "detector_overhead_share": 0.02, "detector_mean_cpu_ms": 12.0},
-            {"time_to_target_s": None, "duration_s": 10.0, "final_return": 50.0,
+            {"time_to_target_s": None, "steps_to_target": None, "env_steps": 40_000,
+             "duration_s": 10.0, "final_return": 50.0,
              "worker_seconds_to_target": 40.0, "worker_seconds": 40.0, "worker_cpu_s": 7.0,
              "mean_active_workers": 4.0, "staleness_p90": 4, "held_share": None,
              "detector_overhead_share": 0.04, "detector_mean_cpu_ms": 14.0}]
     row = row_of("olaf+boost", runs)
     assert row["reached"] == "1/2"
     assert row["time_to_target_s"] == "6.5 ± 4.9"  # a miss counts its full duration
+    assert row["steps_to_target"] == "26,000 ± 19,799"  # and its whole step budget
     assert row["final_return"] == "75.0 ± 35.4"
     assert row["detector_overhead_pct"] == "3.0 ± 1.4"
     assert row["held_share"] == "-"

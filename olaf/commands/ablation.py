@@ -97,6 +97,8 @@ def row_of(variant: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
         "seeds": len(runs),
         "reached": f"{len(reached)}/{len(runs)}",
         "time_to_target_s": plus_minus(ttt),
+        "steps_to_target": plus_minus([r["steps_to_target"] if r["steps_to_target"] is not None
+                                       else r["env_steps"] for r in runs], 0),
         "final_return": plus_minus([r["final_return"] for r in runs]),
         "final_eval_return": plus_minus([r.get("final_eval_return") for r in runs]),
         "worker_s_to_target": plus_minus(ws_target, 0),
@@ -119,7 +121,8 @@ def row_of(variant: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 COLUMNS = (("variant", "variant"), ("seeds", "seeds"), ("reached", "reached"),
-           ("time to target (s)", "time_to_target_s"), ("final eval return", "final_eval_return"),
+           ("env steps to target", "steps_to_target"), ("time to target (s)", "time_to_target_s"),
+           ("final eval return", "final_eval_return"),
            ("final training return", "final_return"),
            ("worker-s to target", "worker_s_to_target"), ("worker-s total", "worker_s_total"),
            ("worker CPU-s", "worker_cpu_s"), ("skipped share", "skipped_share"),
