@@ -3,14 +3,30 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import sys
 import time
 from pathlib import Path
+from typing import Any
 
 HELP = ("train asynchronous IMPACT (or A2C) workers through an embedded OLAF switch, evaluate "
         "the greedy policy, and plot the metrics")
 
 DEFAULT_DURATION = 180.0
 """Wall-clock cap: the main job is to solve CartPole-v1 within 3 minutes on 2 cores."""
+RESUME_OPTIONS = ("resume", "total_steps", "duration", "checkpoint_dir", "checkpoint_every",
+                  "out", "tensorboard", "max_restarts")
+"""What ``--resume DIR`` lets the command line change; the rest is the checkpoint's run."""
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} must be >= 0")
+    return value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,26 +43,101 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="directory for metrics and plots (default runs/run-<time>)")
     parser.add_argument("--tensorboard", type=Path, default=None, metavar="DIR",
                         help="also write the run's scalars as TensorBoard event files to DIR")
+    platform = parser.add_argument_group("checkpoints, fault tolerance, elastic workers "
+                                         "(docs/platform.md)")
+    platform.add_argument("--checkpoint-dir", type=Path, default=None, metavar="DIR",
+                          help="write a checkpoint (PS weights, Adam state, version, RNG, config, "
+                          "metrics) to DIR/checkpoint.npz, atomically, at the end of the run and "
+                          "every --checkpoint-every env steps")
+    platform.add_argument("--checkpoint-every", type=_positive_int, default=0, metavar="STEPS",
+                          help="environment steps (all workers) between checkpoints; 0: only at "
+                          "the end (default 0)")
+    platform.add_argument("--resume", type=Path, default=None, metavar="DIR",
+                          help="continue the run checkpointed in DIR (its configuration, versions, "
+                          "env steps and metrics); only --total-steps, --duration, "
+                          "--checkpoint-dir/-every, --out, --tensorboard, --max-restarts may "
+                          "change; checkpoints go on to DIR unless --checkpoint-dir is given")
+    platform.add_argument("--max-workers", type=_positive_int, default=0, metavar="N",
+                          help="logical workers the run can grow to with `olaf workers OUT add N` "
+                          "(default: --workers)")
+    platform.add_argument("--max-restarts", type=_positive_int, default=10, metavar="N",
+                          help="dead worker processes restarted before the run ends with an error "
+                          "(default 10)")
+
+
+def _defaults() -> dict[str, Any]:
+    parser = argparse.ArgumentParser(add_help=False)
+    add_arguments(parser)
+    return vars(parser.parse_args([]))
+
+
+def _resume_config(args: argparse.Namespace) -> tuple[Any, Any]:
+    """The checkpoint and the configuration to continue it with (exit 2 on a bad one)."""
+    from olaf.drl.checkpoint import CheckpointError, load
+    from olaf.drl.cli_args import usage_error
+
+    changed = sorted(k for k, v in _defaults().items()
+                     if k not in RESUME_OPTIONS and getattr(args, k, v) != v)
+    if changed:
+        usage_error("olaf run: error: --resume continues the checkpoint's configuration; "
+                    f"not allowed with it: {', '.join('--' + k.replace('_', '-') for k in changed)}")
+    try:
+        ckpt = load(args.resume)
+    except CheckpointError as exc:
+        usage_error(f"olaf run: error: --resume: {exc}")
+    given = {k for k, v in _defaults().items() if getattr(args, k, v) != v}
+    cfg = ckpt.config
+    changes: dict[str, Any] = {"checkpoint_dir": str(args.checkpoint_dir or args.resume)}
+    for key in ("total_steps", "duration", "checkpoint_every", "max_restarts"):
+        if key in given:
+            changes[key] = getattr(args, key)
+    try:
+        return ckpt, dataclasses.replace(cfg, **changes)
+    except ValueError as exc:
+        usage_error(f"olaf run: error: {exc}")
 
 
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from olaf.drl.cli_args import check_env, config_from_args, resolve_target
+    from olaf.drl.cli_args import check_env, config_from_args, resolve_target, usage_error
     from olaf.drl.display import Progress, summary_table
     from olaf.drl.report import write_metrics, write_plots
-    from olaf.drl.runner import run_experiment
+    from olaf.drl.runner import RunFailed, run_experiment
 
-    cfg = check_env(config_from_args(args, mode=args.mode, seed=args.seed,
-                                     target=resolve_target(args), always_send=args.always_send))
+    if args.checkpoint_every and not (args.checkpoint_dir or args.resume):
+        usage_error("olaf run: error: --checkpoint-every needs --checkpoint-dir")
+    resume = None
+    if args.resume is not None:
+        resume, cfg = _resume_config(args)
+    else:
+        cfg = check_env(config_from_args(args, mode=args.mode, seed=args.seed,
+                                         target=resolve_target(args), always_send=args.always_send))
+        if args.max_workers and args.max_workers < cfg.workers:
+            usage_error(f"olaf run: error: --max-workers {args.max_workers} is below --workers "
+                        f"{cfg.workers}")
+        cfg = dataclasses.replace(cfg, checkpoint_dir=str(args.checkpoint_dir or ""),
+                                  checkpoint_every=args.checkpoint_every,
+                                  max_workers=args.max_workers, max_restarts=args.max_restarts)
     out = args.out or Path("runs") / time.strftime("run-%Y%m%d-%H%M%S")
+    out.mkdir(parents=True, exist_ok=True)
     console = Console() if Console().is_terminal else Console(width=120)
     title = (f"olaf run: {cfg.algo} on {cfg.env_id}, {cfg.workers} workers in "
              f"{cfg.worker_processes} processes, {cfg.variant}, pull {cfg.pull_rate:g}/s, "
              f"target {cfg.target_reward}")
+    if resume is not None:
+        title += f", resumed at {resume.env_steps:,} env steps (version {resume.model_version})"
+    failed = None
     with Progress(title, cfg.duration, console, total_steps=cfg.total_steps) as progress:
-        result = run_experiment(cfg, progress, tensorboard=args.tensorboard)
+        try:
+            result = run_experiment(cfg, progress, tensorboard=args.tensorboard, run_dir=out,
+                                    resume=resume)
+        except RunFailed as exc:
+            failed, result = exc, exc.result
     console.print(summary_table(result.summary()))
     files = write_metrics(result, out) + write_plots(result, out)
     console.print(f"wrote {len(files)} files to {out}/: " + ", ".join(p.name for p in files))
+    if failed is not None:
+        print(f"olaf run: error: {failed}", file=sys.stderr)
+        return 1
     return 0

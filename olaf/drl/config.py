@@ -215,6 +215,15 @@ class RunConfig:
     """Parameters of boosting detection and worker scaling."""
     boost_period: float = 1.0
     """Seconds between rounds of the boosting detector."""
+    checkpoint_dir: str = ""
+    """Directory the run writes its checkpoint to (olaf.drl.checkpoint); empty: none."""
+    checkpoint_every: int = 0
+    """Environment steps between checkpoints (0: only the one at the end of the run)."""
+    max_workers: int = 0
+    """Logical workers the run can grow to by hand (``olaf workers DIR add N``); 0 means
+    ``workers``. Workers ``workers..max_workers-1`` start inactive."""
+    max_restarts: int = 10
+    """Restarts of dead worker processes a run tolerates before it ends with an error."""
 
     def __post_init__(self) -> None:
         checks = [

@@ -82,6 +82,7 @@ class Progress:
                                  f"{snap.updates_probes:,} probes")
         table.add_row("P_s (last 0.5 s)", _fmt(snap.p_s_mean, 3))
         table.add_row("outcomes", _outcomes(snap) or "-")
+        table.add_row("workers", f"{snap.active_workers} active, {snap.restarts} process restarts")
         return table
 
     def __call__(self, snap: Snapshot) -> None:
@@ -94,12 +95,18 @@ class Progress:
                   f" AoM={_fmt(snap.aom_ms)}ms queue={snap.occupied}/{snap.capacity} "
                   f"v={snap.model_version} updates sent={snap.updates_sent:,} "
                   f"skipped={snap.updates_skipped:,} probes={snap.updates_probes:,} "
-                  f"P_s={_fmt(snap.p_s_mean, 3)} {_outcomes(snap)}", file=sys.stdout, flush=True)
+                  f"P_s={_fmt(snap.p_s_mean, 3)} workers={snap.active_workers} "
+                  f"restarts={snap.restarts} {_outcomes(snap)}", file=sys.stdout, flush=True)
 
 
 SUMMARY_ROWS = (
     ("learner", "algo", 0),
     ("stopped by", "stopped_by", 0),
+    ("error", "error", 0),
+    ("resumed from env step", "resumed_from_steps", 0),
+    ("worker process restarts", "worker_restarts", 0),
+    ("active workers at the end (of max)", "active_of_max", 0),
+    ("checkpoints written", "checkpoints_written", 0),
     ("wall time (s)", "wall_time_s", 1),
     ("target (greedy evaluation)", "target_reward", 1),
     ("time to target (s)", "time_to_target_s", 1),
@@ -151,6 +158,8 @@ def summary_table(summary: dict[str, Any]) -> Table:
             value = (f"{_fmt(summary.get('skipped_share'), digits)} "
                      f"({_fmt(summary.get('skipped_share_min'), digits)}.."
                      f"{_fmt(summary.get('skipped_share_max'), digits)})")
+        elif key == "active_of_max":
+            value = f"{summary.get('active_workers', '-')} of {summary.get('max_workers', '-')}"
         elif key == "staleness_percentiles":
             value = " / ".join(_fmt(summary.get(f"staleness_{p}"))
                                for p in ("p50", "p90", "p99", "max"))

@@ -6,7 +6,8 @@ Files of one run:
   receiver and switch counters;
 * ``timeline.csv``: one row per sample (elapsed, env steps, mean return, AoM, queue
   occupancy, outcome counts, model version, threshold, updates sent / skipped / probes
-  so far, mean P_s of the workers' draws since the previous sample);
+  so far, mean P_s of the workers' draws since the previous sample, active workers,
+  worker process restarts so far); a resumed run's files continue its checkpoint's rows;
 * ``workers.csv``: per worker, updates sent, skipped and probes, skipped share, mean P_s,
   blocks sent, acknowledged and lost;
 * ``episodes.csv``: every finished episode (time, env steps, worker, return, length);
@@ -81,14 +82,14 @@ def write_metrics(result: RunResult, out: Path) -> list[Path]:
         ["elapsed_s", "env_steps", "episodes", "mean_return", "aom_ms", "occupied", "capacity",
          "model_version", "blocks_applied", "threshold", "updates_sent", "updates_skipped",
          "updates_probes", "p_s_mean", "eval_return", *LEARNER_COLUMNS,
-         *[n.lower() for n in names]],
+         *[n.lower() for n in names], "active_workers", "worker_restarts"],
         [[s.elapsed, s.env_steps, s.episodes, s.mean_return, s.aom_ms, s.occupied, s.capacity,
           s.model_version, s.blocks_applied, "" if s.threshold is None else s.threshold,
           s.updates_sent, s.updates_skipped, s.updates_probes,
           "" if not math.isfinite(s.p_s_mean) else s.p_s_mean,
           "" if not math.isfinite(s.eval_return) else s.eval_return,
           *[s.learner.get(c, "") for c in LEARNER_COLUMNS],
-          *[s.outcomes.get(n, 0) for n in names]]
+          *[s.outcomes.get(n, 0) for n in names], s.active_workers, s.restarts]
          for s in result.timeline],
     )
     _write_csv(paths[2], ["time_s", "env_steps", "worker", "return", "length"], result.episodes)

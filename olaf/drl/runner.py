@@ -19,6 +19,17 @@ through shared memory (the embedded "separate channel" instead of MODEL messages
 Everything started here is stopped here, by handle: processes are joined, then
 terminated by PID if they do not exit; sockets are closed; the shared memory is
 unlinked.
+
+Platform duties on top (docs/platform.md):
+
+* fault tolerance: a worker process (or the evaluator) that dies is started again with
+  the same logical workers (fresh sockets, same ids, seeds of a new generation) and
+  counted in ``restarts``; past ``max_restarts`` the run ends with ``RunFailed``, which
+  carries the metrics so far, as SIGINT/SIGTERM end it early with them;
+* checkpoints every ``checkpoint_every`` env steps and at the end (olaf.drl.checkpoint),
+  and ``resume`` from one: same versions, env steps and learning curve;
+* elastic workers: ``olaf workers DIR add|remove|set N`` through the run directory
+  (olaf.drl.elastic), on the active-worker flags boost scaling uses.
 """
 
 from __future__ import annotations
@@ -27,7 +38,10 @@ import contextlib
 import math
 import multiprocessing as mp
 import os
+import pickle
 import queue as queue_mod
+import signal
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -45,6 +59,15 @@ SAMPLE_PERIOD = 0.5
 """Seconds between rows of the metrics timeline."""
 JOIN_TIMEOUT = 10.0
 """Seconds a worker process gets to exit by itself before it is terminated."""
+READY_TIMEOUT = 300.0
+"""Seconds the child processes get to import torch and build their workers (minutes on a
+2-core machine that is busy with other runs)."""
+STATUS_PERIOD = 1.0
+"""Seconds between rewrites of the run directory's ``run.json``."""
+PARENT_CHECK_PERIOD = 0.5
+"""Seconds between a child process's checks that the run's process is still there."""
+GENERATION_STRIDE = 1 << 20
+"""Seed distance between generations of worker processes (``worker_seed``)."""
 WORKER_NICENESS = 5
 """Worker processes yield the CPU to the switch and the PS: on a loaded 2-core machine the
 pull rate, not the scheduler, must be the bottleneck the queue absorbs."""
@@ -75,6 +98,10 @@ class Snapshot:
     """Mean return of the latest greedy evaluation (NaN before the first)."""
     learner: dict[str, float] = field(default_factory=dict)
     """Mean loss terms and gradient norms of the gradients made since the previous sample."""
+    active_workers: int = 0
+    """Logical workers active at the sample (boost scaling, ``olaf workers``)."""
+    restarts: int = 0
+    """Worker processes restarted so far."""
 
 
 @dataclass
@@ -118,6 +145,20 @@ class RunResult:
     worker_pids: list[int] = field(default_factory=list)
     policies: dict[str, Any] = field(default_factory=dict)
     """Aggregation and worker-scaling figures (``RunPolicies.stats``)."""
+    restarts: int = 0
+    """Child processes that died and were started again (over every resumed part)."""
+    restart_log: list[tuple[float, str, int | None]] = field(default_factory=list)
+    """(time s, process name, exit code) per restart in this part of the run."""
+    checkpoints: int = 0
+    """Checkpoints written by this part of the run."""
+    resumed_from: int | None = None
+    """Env steps of the checkpoint this run continued, if it was resumed."""
+    error: str = ""
+    """Why the run ended early (``stopped_by == "error"``), else empty."""
+    active_workers: int = 0
+    """Logical workers active when the run ended."""
+    worker_changes: list[tuple[float, int]] = field(default_factory=list)
+    """(time s, active workers) per change made by hand (``olaf workers``)."""
 
     def summary(self) -> dict[str, Any]:
         cfg = self.config
@@ -187,6 +228,12 @@ class RunResult:
             "num_parameters": self.num_parameters,
             "blocks_per_gradient": self.num_blocks,
             "outcomes": self.switch.get("outcomes", {}),
+            "worker_restarts": self.restarts,
+            "checkpoints_written": self.checkpoints,
+            "resumed_from_steps": self.resumed_from,
+            "max_workers": cfg.max_workers or cfg.workers,
+            "active_workers": self.active_workers,
+            "error": self.error or None,
             **self.policies,
         }
 
@@ -256,6 +303,62 @@ class LearnerStats:
 
 
 # -- worker processes ----------------------------------------------------------------
+class SharedFlag:
+    """A one-byte flag in shared memory, read without a lock.
+
+    ``multiprocessing.Event`` takes a lock on every ``is_set``; a worker process killed
+    with SIGKILL while holding it would leave every other process blocked for good. A
+    byte needs no lock: one writer sets it, readers poll it.
+    """
+
+    def __init__(self, ctx: Any) -> None:
+        self._value = ctx.RawValue("b", 0)
+
+    def set(self) -> None:
+        self._value.value = 1
+
+    def is_set(self) -> bool:
+        return bool(self._value.value)
+
+    def wait(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while not self.is_set() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return self.is_set()
+
+
+def worker_seed(seed: int, worker_id: int, generation: int) -> int:
+    """Seed of logical worker ``worker_id`` in a worker process of ``generation``.
+
+    Generation 0 is the first start of a run (the seeds of a run without restarts); a
+    restarted process and every process of a resumed run get a new generation, so they
+    do not replay the episodes their predecessors already played.
+    """
+    return seed * 1000 + worker_id + GENERATION_STRIDE * generation
+
+
+def _guard_parent(parent_pid: int) -> None:
+    """Child processes ignore SIGINT (the terminal sends it to the whole process group;
+    the run's process decides how to stop) and exit if the run's process is gone (a PS
+    killed with SIGKILL must not leave its workers training for nobody)."""
+
+    def watch() -> None:
+        while True:
+            time.sleep(PARENT_CHECK_PERIOD)
+            if os.getppid() != parent_pid:
+                os._exit(1)
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=watch, name="olaf-parent-watch", daemon=True).start()
+
+
+def _evaluator_entry(parent_pid: int, *args: Any) -> None:
+    from olaf.drl.evaluation import evaluator_main
+
+    _guard_parent(parent_pid)
+    evaluator_main(*args)
+
+
 def _worker_main(
     cfg: RunConfig,
     worker_ids: list[int],
@@ -265,19 +368,22 @@ def _worker_main(
     events: Any,
     go: Any,
     stop: Any,
-    active: Any = None,
+    active: Any,
+    generation: int = 0,
+    parent_pid: int | None = None,
 ) -> None:
     """Entry point of one worker process: several logical workers, round-robin.
 
-    ``active`` (boost scaling) holds one flag per logical worker: an inactive worker is
-    skipped, and a process with none active idles. With boost scaling the process that
-    hosts worker 0 also runs the curvature probe every ``boost_period`` and reports
-    ``("curvature", pid, lambda_max, lambda_min, wall s, CPU s)``.
+    ``worker_ids`` are the logical workers this process may host; ``active`` holds one
+    flag per logical worker of the run (boost scaling and elastic workers set them). A
+    worker is built (environment, sender, socket) when its flag is first seen up, skipped
+    while it is down, and a process with none active idles. With boost scaling the
+    process that hosts worker 0 also runs the curvature probe every ``boost_period`` and
+    reports ``("curvature", pid, lambda_max, lambda_min, wall s, CPU s)``.
 
-    Reports ``("ready", pid)`` once its workers are built, waits for ``go``, then sends
-    ``("progress", pid, steps, episodes, totals)`` every ``PROGRESS_PERIOD`` (totals:
-    ``_tx_totals`` of its senders) and
-    ``("final", pid, sender stats)`` after ``stop``.
+    Reports ``("ready", pid)`` once its active workers are built, waits for ``go``, then
+    sends ``("progress", pid, steps, episodes, totals)`` every ``PROGRESS_PERIOD`` (totals:
+    ``_tx_totals`` of its senders) and ``("final", pid, sender stats)`` after ``stop``.
     """
     import torch
 
@@ -288,28 +394,35 @@ def _worker_main(
     from worker_transport.sender import Sender
     from worker_transport.transport import UdpTransport
 
+    if parent_pid is not None:
+        _guard_parent(parent_pid)
     torch.set_num_threads(1)
     with contextlib.suppress(OSError):
         os.nice(WORKER_NICENESS)
     board = WeightBoard(num_params, name=board_name)
-    pool: list[tuple[Any, Sender]] = []
+    pool: dict[int, tuple[Any, Sender]] = {}
+
+    def build(w: int) -> None:
+        seed = worker_seed(cfg.seed, w, generation)
+        policy = (OlafPolicy(feedback_ttl_ms=cfg.feedback_ttl_ms) if cfg.workers_use_p_s
+                  else AlwaysSend())
+        sender = Sender(UdpTransport(switch_address), cluster_id=0, worker_id=w,
+                        values=cfg.values, frac_bits=cfg.frac_bits, policy=policy,
+                        seed=seed, ack_thread=False, shuffle_blocks=cfg.shuffle_blocks)
+        worker = make_worker(cfg, w, seed)
+        if worker.algorithm.refresh_before_loss:
+            # IMPACT takes the newest weights just before its loss, always.
+            worker.refresh = lambda version: board.read(newer_than=version)
+        elif cfg.aggregation == "staleness-aware":
+            worker.rho = cfg.staleness.rho
+            if cfg.staleness.refresh_before_loss:
+                worker.refresh = lambda version: board.read(newer_than=version)
+        pool[w] = (worker, sender)
+
     try:
         for w in worker_ids:
-            policy = (OlafPolicy(feedback_ttl_ms=cfg.feedback_ttl_ms) if cfg.workers_use_p_s
-                      else AlwaysSend())
-            sender = Sender(UdpTransport(switch_address), cluster_id=0, worker_id=w,
-                            values=cfg.values, frac_bits=cfg.frac_bits, policy=policy,
-                            seed=cfg.seed * 1000 + w, ack_thread=False,
-                            shuffle_blocks=cfg.shuffle_blocks)
-            worker = make_worker(cfg, w, cfg.seed * 1000 + w)
-            if cfg.algo == "impact":
-                # IMPACT takes the newest weights just before its loss, always.
-                worker.refresh = lambda version: board.read(newer_than=version)
-            elif cfg.aggregation == "staleness-aware":
-                worker.rho = cfg.staleness.rho
-                if cfg.staleness.refresh_before_loss:
-                    worker.refresh = lambda version: board.read(newer_than=version)
-            pool.append((worker, sender))
+            if active[w]:
+                build(w)
         probe, probe_model = None, None
         if cfg.scaling == "boost" and 0 in worker_ids:
             from olaf.drl.boosting import CurvatureProbe
@@ -327,9 +440,12 @@ def _worker_main(
         last_report = time.monotonic()
         while not stop.is_set():
             ran = False
-            for worker, sender in pool:
-                if active is not None and not active[worker.worker_id]:
+            for w in worker_ids:
+                if not active[w]:
                     continue
+                if w not in pool:
+                    build(w)
+                worker, sender = pool[w]
                 ran = True
                 fresh = board.read(newer_than=worker.model_version)
                 if fresh is not None:
@@ -349,19 +465,67 @@ def _worker_main(
             if not ran:
                 stop.wait(0.01)
             if time.monotonic() - last_report >= PROGRESS_PERIOD:
-                stats = [s.stats() for _, s in pool]
+                stats = [s.stats() for _, s in pool.values()]
                 events.put(("progress", pid, steps, episodes, _tx_totals(stats), learner.take()))
                 episodes, steps, last_report = [], 0, time.monotonic()
-        for _, sender in pool:
+        for _, sender in pool.values():
             sender.poll(0.05)
-        stats = [s.stats() for _, s in pool]
+        stats = [s.stats() for _, s in pool.values()]
         events.put(("progress", pid, steps, episodes, _tx_totals(stats), learner.take()))
         events.put(("final", pid, stats))
     finally:
-        for worker, sender in pool:
+        for worker, sender in pool.values():
             worker.close()
             sender.close()
         board.close()
+
+
+@dataclass
+class _Child:
+    """One child process of the run: a worker process (``ids``) or the evaluator."""
+
+    name: str
+    ids: list[int]
+    events: Any
+    """The child's own event queue: a child killed while writing can only break its own."""
+    is_evaluator: bool = False
+    proc: Any = None
+    generation: int = 0
+    requests: Any = None
+    """The evaluator's request queue (recreated with the evaluator, for the same reason)."""
+
+
+class RunFailed(RuntimeError):
+    """The run ended on an error; ``result`` holds everything measured until then."""
+
+    def __init__(self, message: str, result: RunResult) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+class _Stop:
+    """SIGINT/SIGTERM during a run: remember the first, end the run cleanly; a second
+    SIGINT interrupts at once."""
+
+    def __init__(self) -> None:
+        self.signal: str | None = None
+        self._previous: dict[int, Any] = {}
+
+    def install(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return  # signal handlers can only be set from the main thread
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._previous[sig] = signal.signal(sig, self._handle)
+
+    def _handle(self, signum: int, _frame: Any) -> None:
+        if self.signal is not None and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.signal = signal.Signals(signum).name
+
+    def restore(self) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous.clear()
 
 
 # -- the run -------------------------------------------------------------------------
@@ -369,40 +533,60 @@ def run_experiment(
     cfg: RunConfig,
     progress: Callable[[Snapshot], None] | None = None,
     tensorboard: Path | None = None,
+    run_dir: Path | None = None,
+    resume: Any = None,
 ) -> RunResult:
     """Run one experiment to its step budget, target or wall-clock cap; see the module doc.
 
     ``tensorboard``: a directory for TensorBoard event files of the run's scalars.
+    ``run_dir``: the run's directory, where ``run.json`` and the worker control requests
+    live (olaf.drl.elastic); None: no elastic control.
+    ``resume``: an ``olaf.drl.checkpoint.Checkpoint`` to continue from.
+
+    Raises ``RunFailed`` (with the partial result) on an unrecoverable error; SIGINT or
+    SIGTERM end the run early with ``stopped_by`` naming the signal.
     """
     import torch
 
     from control_plane.controller import ThresholdLoop
     from dataplane.queue import OlafQueue, QueueConfig
     from dataplane.switch import UdpSwitch
+    from olaf.algorithm import initial_model
     from olaf.drl.controller import RecentRewards, embedded_setter
-    from olaf.drl.evaluation import EVAL_SEED_OFFSET, evaluate_greedy, evaluator_main
-    from olaf.drl.model import build_model
+    from olaf.drl.elastic import ElasticAoM, WorkerControl, worker_bits
+    from olaf.drl.evaluation import EVAL_SEED_OFFSET, evaluate_greedy
+    from olaf.drl.learners import make_algorithm
     from olaf.drl.policies import RunPolicies
     from olaf.drl.server import ParameterServer
     from olaf.drl.weights import WeightBoard
+    from worker_transport.aom import MAX_WORKER_BITS
     from worker_transport.protocol import Mode
     from worker_transport.receiver import DataBatch, Receiver
     from worker_transport.transport import UdpTransport
 
     torch.set_num_threads(1)
-    model = build_model(cfg.env_id, cfg.algo_config.hidden, cfg.seed)
+    max_workers = cfg.max_workers or cfg.workers
+    if max_workers < cfg.workers:
+        raise ValueError(f"max_workers ({max_workers}) must be >= workers ({cfg.workers})")
+    model = initial_model(make_algorithm(cfg), cfg.env_id, cfg.seed)
     ps = ParameterServer(model.flat_parameters(), cfg.algo_config, cfg.values)
     result = RunResult(cfg, num_parameters=len(ps.params), num_blocks=ps.num_blocks)
+    offset, generation = 0.0, 0
+    if resume is not None:
+        from olaf.drl.checkpoint import restore_rng
+
+        ps.load_state(resume.ps)
+        restore_rng(resume.rng)
+        _restore_metrics(result, resume)
+        offset, generation = resume.elapsed, resume.generation + 1
+        result.resumed_from = resume.env_steps
     qcfg = QueueConfig(capacity=cfg.capacity, values=cfg.values, max_clusters=1,
                        max_blocks=ps.num_blocks, frac_bits=cfg.frac_bits,
                        mode=Mode.OLAF if cfg.mode == "olaf" else Mode.FIFO)
     ctx = mp.get_context("spawn")
-    events = ctx.Queue()
-    eval_requests = ctx.Queue()
-    go = ctx.Event()
-    stop = ctx.Event()
-    procs: list[Any] = []
-    active = ctx.Array("b", [1] * cfg.workers, lock=False) if cfg.scaling != "fixed" else None
+    go, stop = SharedFlag(ctx), SharedFlag(ctx)
+    children: list[_Child] = []
+    active = ctx.Array("b", [1 if w < cfg.workers else 0 for w in range(max_workers)], lock=False)
     policies = RunPolicies(cfg, ps, active)
     board = WeightBoard(len(ps.params))
     switch = UdpSwitch(OlafQueue(qcfg), "127.0.0.1", 0)
@@ -410,6 +594,9 @@ def run_experiment(
     switch_thread, switch_stop = switch.start()
     receiver: Receiver | None = None
     receiver_error: BaseException | None = None
+    failure: BaseException | None = None
+    control = WorkerControl(run_dir) if run_dir is not None else None
+    stopper = _Stop()
     tb = None
     if tensorboard is not None:
         from olaf.drl.tensorboard import TensorBoardLog
@@ -421,7 +608,26 @@ def run_experiment(
                                interval=cfg.controller_interval, fraction=cfg.threshold_fraction)
     rewards = RecentRewards(cfg.reward_history)
     data_log = result.data
-    t0 = time.time()
+    t0 = time.time() - offset
+    nproc = cfg.worker_processes
+    parent = os.getpid()
+    counter = {"generation": generation}
+
+    def spawn(child: _Child) -> None:
+        """(Re)start ``child`` with fresh queues and the next generation."""
+        child.events = ctx.Queue()
+        if child.is_evaluator:
+            child.requests = ctx.Queue()
+            target, args = _evaluator_entry, (parent, cfg, board.name, len(ps.params),
+                                              child.requests, child.events, stop, WORKER_NICENESS)
+        else:
+            child.generation = counter["generation"]
+            target, args = _worker_main, (cfg, child.ids, switch.address, board.name,
+                                          len(ps.params), child.events, go, stop, active,
+                                          child.generation, parent)
+        child.proc = ctx.Process(target=target, name=child.name, args=args, daemon=True)
+        child.proc.start()
+        result.worker_pids.append(child.proc.pid)
 
     def on_batch(batch: DataBatch) -> None:
         h = batch.headers
@@ -437,52 +643,59 @@ def run_experiment(
                                   strict=True))
 
     try:
+        stopper.install()
         weights, version = ps.snapshot()
         board.publish(weights, version)
-        nproc = cfg.worker_processes
         for p in range(nproc):
-            ids = list(range(p, cfg.workers, nproc))
-            proc = ctx.Process(target=_worker_main, name=f"olaf-worker-{p}", daemon=True,
-                               args=(cfg, ids, switch.address, board.name, len(ps.params),
-                                     events, go, stop, active))
-            proc.start()
-            procs.append(proc)
-            result.worker_pids.append(proc.pid)
-        evaluator = ctx.Process(target=evaluator_main, name="olaf-evaluator", daemon=True,
-                                args=(cfg, board.name, len(ps.params), eval_requests, events, stop,
-                                      WORKER_NICENESS))
-        evaluator.start()
-        procs.append(evaluator)
-        result.worker_pids.append(evaluator.pid)
-        _wait_ready(events, procs)
+            children.append(_Child(f"olaf-worker-{p}", list(range(p, max_workers, nproc)), None))
+        children.append(_Child("olaf-evaluator", [], None, is_evaluator=True))
+        for child in children:
+            spawn(child)
+        _wait_ready(children, stopper)
         # The clock starts when every worker is built: process start-up (importing torch)
         # is not training time, and AoM must not count it either.
+        bits = min(max_workers, MAX_WORKER_BITS)
+        aom = ElasticAoM(active_bits=worker_bits(list(range(cfg.workers)), bits), workers=bits)
         receiver = Receiver(UdpTransport(switch.address), values=cfg.values,
                             frac_bits=cfg.frac_bits, pull_rate=cfg.pull_rate, on_batch=on_batch,
-                            workers=min(cfg.workers, 32))
-        t0 = receiver.aom.start_us / 1e6
-        policies.start(t0)
+                            aom=aom)
+        t0 = aom.start_us / 1e6 - offset
+        policies.start(aom.start_us / 1e6)
+        loop = _Loop(cfg, result, ps, board, controller, rewards, switch, receiver, children,
+                     progress, t0, policies, tb, control, stopper, spawn, counter, active)
+        if resume is not None:
+            # The resumed run's first evaluation is of the checkpoint's weights exactly:
+            # it is asked and answered before any worker may send a gradient.
+            loop.evaluate_now(timeout=READY_TIMEOUT)
         receiver.start()
         go.set()
-        _main_loop(cfg, result, ps, board, controller, rewards, switch, receiver, events, procs,
-                   progress, t0, policies, eval_requests, tb)
-        policies.finish(time.time())
+        loop.run()
+    except Exception as exc:  # the metrics so far are still collected and returned with it
+        failure = exc
+        result.stopped_by = "error"
+        result.error = f"{type(exc).__name__}: {exc}"
     finally:
         stop.set()
+        stopper.restore()
         if receiver is not None:
             # Stop pulling first: AoM is sampled up to here, not through the shutdown.
             receiver_error = _stop_receiver(receiver)
-        finals = _drain_until_exit(events, procs, result, t0)
-        for proc in procs:
-            if proc.is_alive():
-                proc.terminate()
-                proc.join(2.0)
-            if proc.is_alive():
-                proc.kill()
-                proc.join()
-        for q in (events, eval_requests):
-            q.close()
-            q.join_thread()
+        policies.finish(time.time())
+        finals = _drain_until_exit(children, result, t0)
+        for child in children:
+            if child.proc is None:
+                continue
+            if child.proc.is_alive():
+                child.proc.terminate()
+                child.proc.join(2.0)
+            if child.proc.is_alive():
+                child.proc.kill()
+                child.proc.join()
+        for child in children:
+            for q in (child.events, child.requests):
+                if q is not None:
+                    q.cancel_join_thread()
+                    q.close()
         if receiver is not None:
             receiver.transport.close()
         switch_stop.set()
@@ -491,132 +704,330 @@ def run_experiment(
         board.close()
         if tb is not None:
             tb.close()
-    if receiver_error is not None:
-        raise RuntimeError("the parameter server's receiver failed") from receiver_error
+    if receiver_error is not None and failure is None:
+        failure = RuntimeError("the parameter server's receiver failed")
+        failure.__cause__ = receiver_error
+        result.stopped_by = "error"
+        result.error = f"the parameter server's receiver failed: {receiver_error!r}"
     result.senders = finals
-    result.wall_time = time.time() - t0
+    # A run that never started training adds no run time (its checkpoint keeps the clock).
+    result.wall_time = time.time() - t0 if receiver is not None else offset
     result.receiver = receiver.stats() if receiver is not None else {}
     result.switch = switch.pipeline.snapshot()
     if receiver is not None:
         result.aom = receiver.aom.summary()
         series = receiver.aom.series
-        result.aom_t_ms, result.aom_global_ms = series.t_ms, series.global_ms
-        result.update_age_ms = series.ages_ms
+        shift = offset * 1000.0
+        result.aom_t_ms = np.concatenate([result.aom_t_ms, series.t_ms + shift])
+        result.aom_global_ms = np.concatenate([result.aom_global_ms, series.global_ms])
+        result.update_age_ms = np.concatenate([result.update_age_ms, series.ages_ms])
     result.model_version, result.blocks_applied = ps.model_version, ps.blocks_applied
     result.policies = policies.stats([d[3] for d in result.data])
+    result.active_workers = int(sum(active[:]))
+    if cfg.checkpoint_dir:
+        try:
+            _save_checkpoint(cfg, result, ps, counter["generation"], receiver_series=None)
+        except OSError as exc:
+            result.error = (result.error + "; " if result.error else "") + f"checkpoint: {exc}"
     # The weights the run ended with, judged like every evaluation (workers are gone now).
     model.load_flat_parameters(ps.params)
     result.final_eval_return = float(evaluate_greedy(
-        model.policy, cfg.env_id, cfg.eval_episodes, EVAL_SEED_OFFSET - 1 - cfg.seed).mean())
+        model, cfg.env_id, cfg.eval_episodes, EVAL_SEED_OFFSET - 1 - cfg.seed).mean())
     _, _, rolling = rolling_returns(result.episodes, cfg.target_window)
     if len(rolling):
         result.initial_return = float(rolling[0])
         result.final_return = float(rolling[-1])
+    if failure is not None:
+        raise RunFailed(result.error, result) from failure
     return result
 
 
-def _main_loop(
-    cfg: RunConfig,
-    result: RunResult,
-    ps: Any,
-    board: Any,
-    controller: Any,
-    rewards: Any,
-    switch: Any,
-    receiver: Any,
-    events: Any,
-    procs: list[Any],
-    progress: Callable[[Snapshot], None] | None,
-    t0: float,
-    policies: Any,
-    eval_requests: Any = None,
-    tb: Any = None,
-) -> None:
-    recent: deque[float] = deque(maxlen=cfg.target_window)
-    counters: dict[str, Any] = {"steps": 0, "tx": {}, "policies": policies, "learner": {},
-                                "eval_pending": False, "tb": tb, "target": cfg.target_reward}
-    last_draws, last_p_sum = 0.0, 0.0
-    next_publish = next_control = next_sample = time.time()
-    next_eval = 0
-    while True:
-        now = time.time()
-        elapsed = now - t0
-        try:
-            while True:
-                _handle_event(events.get_nowait(), result, recent, counters, t0)
-        except queue_mod.Empty:
-            pass
-        if now >= next_publish:
-            board.publish(*ps.snapshot())
-            next_publish = now + cfg.broadcast_period
-        if (eval_requests is not None and not counters["eval_pending"]
-                and counters["steps"] >= next_eval):
-            # One evaluation at a time: a slow evaluator skips points, it never queues them.
-            board.publish(*ps.snapshot())
-            eval_requests.put((counters["steps"], elapsed))
-            counters["eval_pending"] = True
-            next_eval = counters["steps"] + cfg.eval_every
-        policies.tick()
-        if now >= next_control:
-            controller.feed(rewards.snapshot())
-            controller.step()
-            next_control = now + cfg.controller_interval
-        reached = result.time_to_target is not None
-        if now >= next_sample or elapsed >= cfg.duration:
-            receiver.aom.advance()
-            series_tail = receiver.aom.series.global_ms
-            tx = {k: sum(t[k] for t in counters["tx"].values())
-                  for k in ("sent", "skipped", "probes", "p_s_sum")}
-            draws = tx["sent"] + tx["skipped"]
-            p_s_mean = ((tx["p_s_sum"] - last_p_sum) / (draws - last_draws)
-                        if draws > last_draws else math.nan)
-            last_draws, last_p_sum = draws, tx["p_s_sum"]
-            snap = Snapshot(
-                elapsed=elapsed,
-                env_steps=counters["steps"],
-                episodes=len(result.episodes),
-                mean_return=float(np.mean(recent)) if recent else math.nan,
-                aom_ms=float(series_tail[-1]) if len(series_tail) else math.nan,
-                occupied=switch.queue.occupied,
-                capacity=cfg.capacity,
-                outcomes=dict(switch.pipeline.snapshot()["outcomes"]),
-                model_version=ps.model_version,
-                blocks_applied=ps.blocks_applied,
-                threshold=controller.history[-1].threshold if controller.history else None,
-                updates_sent=int(tx["sent"]),
-                updates_skipped=int(tx["skipped"]),
-                updates_probes=int(tx["probes"]),
-                p_s_mean=p_s_mean,
-                eval_return=result.evaluations[-1][2] if result.evaluations else math.nan,
-                learner=_mean_learner(counters["learner"]),
-            )
-            counters["learner"] = {}
-            result.timeline.append(snap)
-            if tb is not None:
-                tb.snapshot(snap)
-            if progress is not None:
-                progress(snap)
-            next_sample = now + SAMPLE_PERIOD
-        if reached and cfg.stop_at_target:
-            result.stopped_by = "target"
+def _restore_metrics(result: RunResult, ckpt: Any) -> None:
+    """The checkpoint's learning curve and counters, so the resumed run continues them."""
+    m = ckpt.metrics
+
+    def rows(key: str, ints: tuple[int, ...]) -> list[tuple]:
+        return [tuple(int(v) if i in ints else float(v) for i, v in enumerate(r))
+                for r in np.asarray(m.get(key, np.zeros((0, 5)))).reshape(-1, 5).tolist()]
+
+    result.episodes = rows("episodes", (1, 2, 4))
+    result.evaluations = rows("evaluations", (1, 4))
+    result.data = rows("data", (1, 2, 3))
+    result.aom_t_ms = np.asarray(m.get("aom_t_ms", np.zeros(0)), np.float64)
+    result.aom_global_ms = np.asarray(m.get("aom_global_ms", np.zeros(0)), np.float64)
+    result.update_age_ms = np.asarray(m.get("update_age_ms", np.zeros(0)), np.float64)
+    result.timeline = [Snapshot(**row) for row in ckpt.timeline]
+    s = ckpt.scalars
+    result.time_to_target, result.steps_to_target = s.get("time_to_target"), s.get("steps_to_target")
+    result.return_at_target = float(s.get("return_at_target") or math.nan)
+    result.restarts = int(s.get("restarts", 0))
+    result.env_steps = ckpt.env_steps
+
+
+def _save_checkpoint(cfg: RunConfig, result: RunResult, ps: Any, generation: int,
+                     receiver_series: Any, elapsed: float | None = None) -> None:
+    """Write the run's checkpoint now (``receiver_series``: the live AoM series, if the
+    receiver is still running; None when ``result`` already holds all of it)."""
+    from olaf.drl.checkpoint import Checkpoint, capture_rng, save
+
+    aom_t, aom_g, ages = result.aom_t_ms, result.aom_global_ms, result.update_age_ms
+    if receiver_series is not None:
+        series, shift = receiver_series
+        aom_t = np.concatenate([aom_t, series.t_ms + shift])
+        aom_g = np.concatenate([aom_g, series.global_ms])
+        ages = np.concatenate([ages, series.ages_ms])
+    ckpt = Checkpoint(
+        config=cfg, ps=ps.state(), env_steps=result.env_steps,
+        elapsed=result.wall_time if elapsed is None else elapsed,
+        metrics={"episodes": np.asarray(result.episodes, np.float64).reshape(-1, 5),
+                 "evaluations": np.asarray(result.evaluations, np.float64).reshape(-1, 5),
+                 "data": np.asarray(result.data, np.float64).reshape(-1, 5),
+                 "aom_t_ms": aom_t, "aom_global_ms": aom_g, "update_age_ms": ages},
+        timeline=[asdict(s) for s in result.timeline],
+        scalars={"time_to_target": result.time_to_target,
+                 "steps_to_target": result.steps_to_target,
+                 "return_at_target": (result.return_at_target
+                                      if math.isfinite(result.return_at_target) else None),
+                 "restarts": result.restarts},
+        rng=capture_rng(), generation=generation)
+    save(cfg.checkpoint_dir, ckpt)
+    result.checkpoints += 1
+
+
+class _Loop:
+    """The main loop of a run: publish weights, ask for evaluations, run the controller,
+    sample metrics, watch and restart child processes, apply worker control requests,
+    write checkpoints, and decide when to stop."""
+
+    def __init__(self, cfg: RunConfig, result: RunResult, ps: Any, board: Any, controller: Any,
+                 rewards: Any, switch: Any, receiver: Any, children: list[_Child],
+                 progress: Callable[[Snapshot], None] | None, t0: float, policies: Any,
+                 tb: Any, control: Any, stopper: _Stop, spawn: Callable[[_Child], None],
+                 counter: dict[str, int], active: Any) -> None:
+        self.cfg, self.result, self.ps, self.board = cfg, result, ps, board
+        self.controller, self.rewards, self.switch, self.receiver = controller, rewards, switch, receiver
+        self.children, self.progress, self.t0, self.policies = children, progress, t0, policies
+        self.tb, self.control, self.stopper, self.spawn = tb, control, stopper, spawn
+        self.counter, self.active = counter, active
+        self.max_workers = len(active)
+        self.recent: deque[float] = deque(maxlen=cfg.target_window)
+        self.counters: dict[str, Any] = {
+            "steps": result.env_steps, "tx": {}, "policies": policies, "learner": {},
+            "eval_pending": False, "tb": tb, "target": cfg.target_reward}
+        self.next_eval = result.env_steps
+        every = cfg.checkpoint_every
+        self.next_checkpoint = (result.env_steps // every + 1) * every if every else math.inf
+        self.next_status = 0.0
+
+    @property
+    def evaluator(self) -> _Child:
+        return next(c for c in self.children if c.is_evaluator)
+
+    def poll_events(self) -> None:
+        for child in self.children:
+            _drain_queue(child.events, self.result, self.recent, self.counters, self.t0)
+
+    def request_eval(self, elapsed: float) -> None:
+        # One evaluation at a time: a slow evaluator skips points, it never queues them.
+        self.board.publish(*self.ps.snapshot())
+        self.evaluator.requests.put((self.counters["steps"], elapsed))
+        self.counters["eval_pending"] = True
+        self.next_eval = self.counters["steps"] + self.cfg.eval_every
+
+    def evaluate_now(self, timeout: float) -> None:
+        """Ask for an evaluation and wait for its answer (workers hold still meanwhile)."""
+        self.request_eval(time.time() - self.t0)
+        deadline = time.monotonic() + timeout
+        while self.counters["eval_pending"]:
+            if time.monotonic() > deadline:
+                raise TimeoutError("the evaluator did not answer")
+            if self.stopper.signal is not None:
+                return
+            self.poll_events()
+            self.supervise()
+            time.sleep(0.02)
+
+    def supervise(self) -> None:
+        """Restart child processes that died (their logical workers rejoin with fresh
+        sockets and the same ids); past ``max_restarts`` the run ends with an error."""
+        for child in self.children:
+            if child.proc.is_alive():
+                continue
+            code = child.proc.exitcode
+            if self.result.restarts >= self.cfg.max_restarts:
+                raise RuntimeError(f"worker process {child.name} exited with {code} after "
+                                   f"{self.result.restarts} restarts (max_restarts)")
+            # What it reported before it died still counts.
+            _drain_queue(child.events, self.result, self.recent, self.counters, self.t0)
+            child.proc.join(0)
+            for q in (child.events, child.requests):
+                if q is not None:
+                    q.cancel_join_thread()
+                    q.close()
+            self.counter["generation"] += 1
+            self.result.restarts += 1
+            self.result.restart_log.append((time.time() - self.t0, child.name, code))
+            if child.is_evaluator:
+                self.counters["eval_pending"] = False
+            self.spawn(child)
+            self.write_status()
+
+    def apply_control(self) -> None:
+        from olaf.drl.elastic import change_active, worker_bits
+
+        for _, request in self.control.pending():
+            current = [w for w in range(self.max_workers) if self.active[w]]
+            try:
+                if request.get("malformed"):
+                    raise ValueError("unreadable request")
+                if self.cfg.scaling != "fixed":
+                    raise ValueError(f"--scaling {self.cfg.scaling} sets the active workers itself")
+                ids = change_active(current, str(request.get("action")),
+                                    int(request.get("count", 0)), self.max_workers)
+            except (ValueError, TypeError) as exc:
+                self.control.reply(request, {"ok": False, "error": str(exc), "active": current})
+                continue
+            now = time.time()
+            for w in range(self.max_workers):
+                self.active[w] = 1 if w in ids else 0
+            aom = self.receiver.aom
+            aom.set_active(worker_bits(ids, aom.workers), int(now * 1e6))
+            if self.policies.meter is not None:
+                self.policies.meter.set(len(ids), now)
+            self.result.worker_changes.append((now - self.t0, len(ids)))
+            self.control.reply(request, {"ok": True, "active": ids})
+            self.write_status()
+
+    def write_status(self) -> None:
+        if self.control is None:
             return
-        if counters["steps"] >= cfg.total_steps:
-            result.stopped_by = "steps"
-            return
-        if elapsed >= cfg.duration:
-            result.stopped_by = "duration"
-            return
-        dead = [p for p in procs if not p.is_alive()]
-        if dead:
-            raise RuntimeError(f"worker process {dead[0].name} exited with {dead[0].exitcode}")
-        time.sleep(min(cfg.broadcast_period, 0.02))
-        result.env_steps = counters["steps"]
+        self.control.write_status({
+            "pid": os.getpid(),
+            "env_steps": self.counters["steps"],
+            "model_version": self.ps.model_version,
+            "active_workers": [w for w in range(self.max_workers) if self.active[w]],
+            "max_workers": self.max_workers,
+            "processes": {c.name: c.proc.pid for c in self.children},
+            "logical_workers": {c.name: c.ids for c in self.children if not c.is_evaluator},
+            "restarts": self.result.restarts,
+            "checkpoints": self.result.checkpoints,
+            "updated_at": time.time(),
+        })
+
+    def checkpoint(self, elapsed: float) -> None:
+        series = self.receiver.aom.series
+        shift = (self.receiver.aom.start_us / 1e6 - self.t0) * 1000.0
+        _save_checkpoint(self.cfg, self.result, self.ps, self.counter["generation"],
+                         (series, shift), elapsed=elapsed)
+
+    def run(self) -> None:
+        cfg, result, counters = self.cfg, self.result, self.counters
+        last_draws, last_p_sum = 0.0, 0.0
+        next_publish = next_control = next_sample = time.time()
+        while True:
+            now = time.time()
+            elapsed = now - self.t0
+            self.poll_events()
+            if now >= next_publish:
+                self.board.publish(*self.ps.snapshot())
+                next_publish = now + cfg.broadcast_period
+            if not counters["eval_pending"] and counters["steps"] >= self.next_eval:
+                self.request_eval(elapsed)
+            self.policies.tick()
+            if now >= next_control:
+                self.controller.feed(self.rewards.snapshot())
+                self.controller.step()
+                next_control = now + cfg.controller_interval
+            reached = result.time_to_target is not None
+            if now >= next_sample or elapsed >= cfg.duration:
+                self.receiver.aom.advance()
+                series_tail = self.receiver.aom.series.global_ms
+                tx = {k: sum(t[k] for t in counters["tx"].values())
+                      for k in ("sent", "skipped", "probes", "p_s_sum")}
+                draws = tx["sent"] + tx["skipped"]
+                p_s_mean = ((tx["p_s_sum"] - last_p_sum) / (draws - last_draws)
+                            if draws > last_draws else math.nan)
+                last_draws, last_p_sum = draws, tx["p_s_sum"]
+                snap = Snapshot(
+                    elapsed=elapsed,
+                    env_steps=counters["steps"],
+                    episodes=len(result.episodes),
+                    mean_return=float(np.mean(self.recent)) if self.recent else math.nan,
+                    aom_ms=float(series_tail[-1]) if len(series_tail) else math.nan,
+                    occupied=self.switch.queue.occupied,
+                    capacity=cfg.capacity,
+                    outcomes=dict(self.switch.pipeline.snapshot()["outcomes"]),
+                    model_version=self.ps.model_version,
+                    blocks_applied=self.ps.blocks_applied,
+                    threshold=(self.controller.history[-1].threshold if self.controller.history
+                               else None),
+                    updates_sent=int(tx["sent"]),
+                    updates_skipped=int(tx["skipped"]),
+                    updates_probes=int(tx["probes"]),
+                    p_s_mean=p_s_mean,
+                    eval_return=result.evaluations[-1][2] if result.evaluations else math.nan,
+                    learner=_mean_learner(counters["learner"]),
+                    active_workers=int(sum(self.active[:])),
+                    restarts=result.restarts,
+                )
+                counters["learner"] = {}
+                result.timeline.append(snap)
+                if self.tb is not None:
+                    self.tb.snapshot(snap)
+                if self.progress is not None:
+                    self.progress(snap)
+                next_sample = now + SAMPLE_PERIOD
+            result.env_steps = counters["steps"]
+            if counters["steps"] >= self.next_checkpoint:
+                self.checkpoint(elapsed)
+                every = cfg.checkpoint_every
+                self.next_checkpoint = (counters["steps"] // every + 1) * every
+            if self.stopper.signal is not None:
+                result.stopped_by = f"signal {self.stopper.signal}"
+                return
+            if reached and cfg.stop_at_target:
+                result.stopped_by = "target"
+                return
+            if counters["steps"] >= cfg.total_steps:
+                result.stopped_by = "steps"
+                return
+            if elapsed >= cfg.duration:
+                result.stopped_by = "duration"
+                return
+            self.supervise()
+            if self.control is not None:
+                self.apply_control()
+                if now >= self.next_status:
+                    self.write_status()
+                    self.next_status = now + STATUS_PERIOD
+            time.sleep(min(cfg.broadcast_period, 0.02))
 
 
 def _mean_learner(per_process: dict[int, dict[str, float]]) -> dict[str, float]:
     """Mean over the worker processes that reported learner statistics since the last sample."""
     keys = sorted({k for stats in per_process.values() for k in stats})
     return {k: float(np.mean([s[k] for s in per_process.values() if k in s])) for k in keys}
+
+
+def _drain_queue(events: Any, result: RunResult, recent: deque[float], counters: dict,
+                 t0: float) -> list[dict[str, Any]]:
+    """Handle every event waiting in one child's queue; returns the "final" sender stats.
+
+    A queue whose writer was killed mid-message may hold a torn one: it is dropped with
+    the rest of that queue, which is discarded with its process anyway.
+    """
+    finals: list[dict[str, Any]] = []
+    while True:
+        try:
+            event = events.get_nowait()
+        except queue_mod.Empty:
+            return finals
+        except (EOFError, OSError, ValueError, TypeError, AttributeError, ImportError,
+                pickle.UnpicklingError):
+            return finals
+        got = _handle_event(event, result, recent, counters, t0)
+        if got is not None:
+            finals.extend(got)
 
 
 def _handle_event(
@@ -639,6 +1050,8 @@ def _handle_event(
         return None
     if kind == "final":
         return event[2]
+    if kind == "ready":
+        return None  # a restarted process is back; go is already set
     if kind == "eval":
         _, steps, elapsed, mean, std, version, _wall = event
         result.evaluations.append((elapsed, steps, mean, std, version))
@@ -659,10 +1072,8 @@ def _handle_event(
     raise ValueError(f"unknown worker event {kind!r}")
 
 
-def _drain_until_exit(
-    events: Any, procs: list[Any], result: RunResult, t0: float
-) -> list[dict[str, Any]]:
-    """Read worker events until every process has exited (or JOIN_TIMEOUT passes).
+def _drain_until_exit(children: list[_Child], result: RunResult, t0: float) -> list[dict[str, Any]]:
+    """Read the children's events until every process has exited (or JOIN_TIMEOUT passes).
 
     A process cannot exit while its queue feeder still holds data, so draining comes
     before joining.
@@ -670,17 +1081,18 @@ def _drain_until_exit(
     finals: list[dict[str, Any]] = []
     recent: deque[float] = deque(maxlen=1)
     counters = {"steps": result.env_steps, "tx": {}}
+    live = [c for c in children if c.proc is not None]
     deadline = time.monotonic() + JOIN_TIMEOUT
     while time.monotonic() < deadline:
-        try:
-            got = _handle_event(events.get(timeout=0.1), result, recent, counters, t0)
-            if got is not None:
-                finals.extend(got)
-        except queue_mod.Empty:
-            if not any(p.is_alive() for p in procs):
-                break
-    for proc in procs:
-        proc.join(max(0.0, deadline - time.monotonic()))
+        for child in live:
+            finals.extend(_drain_queue(child.events, result, recent, counters, t0))
+        if not any(c.proc.is_alive() for c in live):
+            for child in live:  # what the last ones wrote just before exiting
+                finals.extend(_drain_queue(child.events, result, recent, counters, t0))
+            break
+        time.sleep(0.05)
+    for child in live:
+        child.proc.join(max(0.0, deadline - time.monotonic()))
     return finals
 
 
@@ -693,24 +1105,29 @@ def _stop_receiver(receiver: Any) -> BaseException | None:
     return None
 
 
-def _wait_ready(events: Any, procs: list[Any], timeout: float = 120.0) -> None:
-    """Wait for every worker process's ("ready", pid); fail if one dies first."""
-    ready: set[int] = set()
+def _wait_ready(children: list[_Child], stopper: _Stop | None = None,
+                timeout: float = READY_TIMEOUT) -> None:
+    """Wait for every child's ("ready", pid); fail if one dies first. A stop signal ends
+    the wait early (the main loop then stops at once)."""
+    waiting = {id(c): c for c in children}
     deadline = time.monotonic() + timeout
-    while len(ready) < len(procs):
+    while waiting:
+        if stopper is not None and stopper.signal is not None:
+            return
         if time.monotonic() > deadline:
-            raise TimeoutError(f"only {len(ready)} of {len(procs)} worker processes started")
-        try:
-            event = events.get(timeout=0.2)
-        except queue_mod.Empty:
-            dead = [p for p in procs if not p.is_alive()]
-            if dead:
-                raise RuntimeError(
-                    f"worker process {dead[0].name} exited with {dead[0].exitcode} at start"
-                ) from None
-            continue
-        if event[0] == "ready":
-            ready.add(event[1])
+            raise TimeoutError(f"only {len(children) - len(waiting)} of {len(children)} "
+                               "worker processes started")
+        for key, child in list(waiting.items()):
+            try:
+                event = child.events.get_nowait()
+            except queue_mod.Empty:
+                if not child.proc.is_alive():
+                    raise RuntimeError(f"worker process {child.name} exited with "
+                                       f"{child.proc.exitcode} at start") from None
+                continue
+            if event[0] == "ready":
+                del waiting[key]
+        time.sleep(0.05)
 
 
 def result_json(result: RunResult) -> dict[str, Any]:
@@ -724,5 +1141,6 @@ def result_json(result: RunResult) -> dict[str, Any]:
     out["switch_address"] = list(result.switch_address)
     out["weight_board"] = result.weight_board
     out["worker_pids"] = result.worker_pids
+    out["restart_log"] = [list(r) for r in result.restart_log]
+    out["worker_changes"] = [list(r) for r in result.worker_changes]
     return out
-

@@ -83,6 +83,41 @@ class ParameterServer:
             self.blocks_applied += 1
             self._unpublished += 1
 
+    def state(self) -> dict[str, np.ndarray | int]:
+        """Everything a checkpoint needs to continue exactly: weights, Adam's moments, the
+        per-block step counts, the version and the applied-block count, taken together.
+
+        Like ``snapshot``, it publishes the blocks applied since the last publication (the
+        version goes up), so the weights saved are exactly the weights of the saved version.
+        """
+        with self.lock:
+            if self._unpublished:
+                self.model_version += 1
+                self._unpublished = 0
+            return {"params": self.params.copy(), "adam_m": self._m.copy(),
+                    "adam_v": self._v.copy(), "block_steps": self.block_steps.copy(),
+                    "model_version": self.model_version, "blocks_applied": self.blocks_applied}
+
+    def load_state(self, state: dict[str, np.ndarray | int]) -> None:
+        """Continue from ``state()`` of a server of the same model and V (ValueError if the
+        shapes differ, and nothing changes)."""
+        arrays = {k: np.asarray(state[k]) for k in ("params", "adam_m", "adam_v", "block_steps")}
+        for key in ("params", "adam_m", "adam_v"):
+            if arrays[key].shape != self.params.shape:
+                raise ValueError(f"checkpoint {key} has shape {arrays[key].shape}, this model "
+                                 f"{self.params.shape}")
+        if arrays["block_steps"].shape != self.block_steps.shape:
+            raise ValueError(f"checkpoint has {arrays['block_steps'].shape[0]} blocks, this model "
+                             f"{self.num_blocks} (different V or model)")
+        with self.lock:
+            self.params[:] = arrays["params"]
+            self._m[:] = arrays["adam_m"]
+            self._v[:] = arrays["adam_v"]
+            self.block_steps[:] = arrays["block_steps"]
+            self.model_version = int(state["model_version"])
+            self.blocks_applied = int(state["blocks_applied"])
+            self._unpublished = 0
+
     def snapshot(self) -> tuple[np.ndarray, int]:
         """Weights and their version; bumps the version if blocks arrived since the last one."""
         with self.lock:

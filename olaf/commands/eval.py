@@ -1,0 +1,133 @@
+"""``olaf eval CHECKPOINT``: the greedy policy of a checkpoint, and a GIF of one episode."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+HELP = "evaluate a run's checkpoint with the greedy policy (and write a GIF of one episode)"
+
+
+def _episodes(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} must be >= 1")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("checkpoint", type=Path, metavar="CHECKPOINT",
+                        help="a checkpoint directory (olaf run --checkpoint-dir) or its "
+                        "checkpoint.npz")
+    parser.add_argument("--episodes", type=_episodes, default=None, metavar="N",
+                        help="greedy episodes, stepped side by side (default: the run's "
+                        "--eval-episodes)")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="seed of the first evaluation environment (default: the seed of the "
+                        "run's first evaluation, so the figure is comparable with its curve)")
+    parser.add_argument("--gif", type=Path, default=None, metavar="PATH",
+                        help="also play one greedy episode (seeded like the first evaluation "
+                        "episode) with render_mode='rgb_array' and write it as an animated GIF")
+    parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
+
+
+def record_episode(policy: Any, env_id: str, seed: int) -> tuple[list[Any], float, float]:
+    """Frames, return and the environment's frames per second of one greedy episode,
+    played by ``evaluate_greedy`` itself.
+
+    The episode runs through a throw-away registration of ``env_id`` made with
+    ``render_mode="rgb_array"`` and wrapped to keep every frame, so the actions are chosen
+    exactly as in every evaluation of the run.
+    """
+    import os
+    import uuid
+
+    import gymnasium as gym
+
+    # Frames are drawn off-screen: SDL needs no display (and stops asking for one).
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+
+    from olaf.drl.evaluation import evaluate_greedy
+
+    frames: list[Any] = []
+    fps: list[float] = []
+
+    class Frames(gym.Wrapper):
+        def reset(self, **kwargs: Any) -> Any:
+            fps.append(float(self.env.metadata.get("render_fps") or 30))
+            out = self.env.reset(**kwargs)
+            frames.append(self.env.render())
+            return out
+
+        def step(self, action: Any) -> Any:
+            out = self.env.step(action)
+            frames.append(self.env.render())
+            return out
+
+    record_id = f"olaf-record/{env_id.replace('/', '_')}-{uuid.uuid4().hex[:8]}-v0"
+    gym.register(id=record_id,
+                 entry_point=lambda: Frames(gym.make(env_id, render_mode="rgb_array")))
+    try:
+        returns = evaluate_greedy(policy, record_id, 1, seed)
+    finally:
+        gym.registry.pop(record_id, None)
+    return frames, float(returns[0]), fps[0]
+
+
+def write_gif(frames: list[Any], path: Path, fps: float) -> None:
+    from PIL import Image
+
+    images = [Image.fromarray(f) for f in frames]
+    images[0].save(path, save_all=True, append_images=images[1:], loop=0,
+                   duration=max(20, int(round(1000 / fps))))
+
+
+def run(args: argparse.Namespace) -> int:
+    from olaf.drl.checkpoint import CheckpointError, load
+
+    def fail(message: str) -> int:
+        print(f"olaf eval: error: {message}", file=sys.stderr)
+        return 2
+
+    if args.gif is not None and not args.gif.parent.is_dir():
+        return fail(f"--gif: directory {args.gif.parent} does not exist")
+    try:
+        ckpt = load(args.checkpoint)
+    except CheckpointError as exc:
+        return fail(str(exc))
+
+    import torch
+
+    from olaf.drl.evaluation import EVAL_SEED_OFFSET, evaluate_greedy
+    from olaf.drl.model import build_model
+
+    torch.set_num_threads(1)
+    cfg = ckpt.config
+    model = build_model(cfg.env_id, cfg.algo_config.hidden, cfg.seed)
+    model.load_flat_parameters(ckpt.ps["params"])
+    episodes = args.episodes or cfg.eval_episodes
+    seed = args.seed if args.seed is not None else EVAL_SEED_OFFSET + 10_007 * cfg.seed
+    returns = evaluate_greedy(model.policy, cfg.env_id, episodes, seed)
+    out = {"checkpoint": str(args.checkpoint), "env": cfg.env_id, "env_steps": ckpt.env_steps,
+           "model_version": ckpt.model_version, "episodes": episodes, "seed": seed,
+           "mean": float(returns.mean()), "std": float(returns.std()),
+           "returns": returns.tolist()}
+    if args.gif is not None:
+        frames, ret, fps = record_episode(model.policy, cfg.env_id, seed)
+        write_gif(frames, args.gif, fps)
+        out.update(gif=str(args.gif), gif_frames=len(frames), gif_return=ret)
+    if args.json:
+        print(json.dumps(out))
+    else:
+        print(f"{cfg.env_id}, checkpoint at {ckpt.env_steps:,} env steps (model version "
+              f"{ckpt.model_version}): greedy return {out['mean']:.1f} ± {out['std']:.1f} over "
+              f"{episodes} episodes (seed {seed})")
+        if args.gif is not None:
+            print(f"wrote {args.gif}: {len(frames)} frames, return {ret:.1f}")
+    return 0
