@@ -9,7 +9,7 @@ import torch
 from dataplane.queue import OlafQueue, QueueConfig
 from olaf.drl.config import A2CConfig, RunConfig
 from olaf.drl.inproc import _pulls, train_in_process
-from olaf.drl.model import ActorCritic, build_model, env_dimensions
+from olaf.drl.model import ActorCritic, build_model
 from olaf.drl.packaging import averaged_block, gradient_updates
 from olaf.drl.server import ParameterServer
 from olaf.drl.weights import WeightBoard
@@ -160,9 +160,9 @@ def test_configs_reject_bad_values() -> None:
     with pytest.raises(ValueError, match="mode"):
         RunConfig(mode="lifo")
     with pytest.raises(ValueError, match="unknown gymnasium"):
-        env_dimensions("NoSuchEnv-v0")
-    with pytest.raises(ValueError, match="Discrete"):
-        env_dimensions("Pendulum-v1")
+        build_model("NoSuchEnv-v0", 8, 0)
+    with pytest.raises(ValueError, match="flat Box observation"):
+        build_model("FrozenLake-v1", 8, 0)  # Discrete observations
 
 
 def test_in_process_training_learns_and_olaf_merges() -> None:

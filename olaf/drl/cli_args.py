@@ -27,7 +27,8 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, duration: float,
     d = RunConfig()
     total_steps = d.total_steps if total_steps is None else total_steps
     parser.add_argument("--env", default=d.env_id,
-                        help=f"gymnasium id, Box observations, Discrete actions (default {d.env_id})")
+                        help="gymnasium id; the built-in learners take flat Box observations and "
+                        f"Discrete or Box actions (default {d.env_id})")
     parser.add_argument("--workers", type=int, default=d.workers,
                         help=f"logical workers (default {d.workers})")
     parser.add_argument("--processes", type=int, default=d.processes,
@@ -53,8 +54,10 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, duration: float,
     parser.add_argument("--eval-episodes", type=int, default=d.eval_episodes,
                         help=f"episodes per evaluation (default {d.eval_episodes})")
     learner = parser.add_argument_group("learner (docs/learner.md)")
-    learner.add_argument("--algo", choices=ALGOS, default=d.algo,
-                         help=f"impact (clipped surrogate + V-trace) or a2c (default {d.algo})")
+    learner.add_argument("--algo", default=d.algo, metavar="{impact,a2c,MODULE:CLASS}",
+                         help="impact (clipped surrogate + V-trace), a2c, or your own "
+                         "olaf.algorithm.Algorithm subclass, docs/algorithm.md "
+                         f"(default {d.algo})")
     learner.add_argument("--envs-per-worker", type=int, default=None,
                          help="IMPACT: environments per worker, gymnasium.vector "
                          f"(default {ImpactConfig().envs_per_worker})")
@@ -135,7 +138,8 @@ def config_from_args(args: argparse.Namespace, *, mode: str, seed: int,
                          duration=args.duration, total_steps=args.total_steps,
                          eval_every=args.eval_every, eval_episodes=args.eval_episodes,
                          target_reward=target, stop_at_target=stop_at_target, seed=seed,
-                         algo=args.algo, impact=impact, learner=learner,
+                         algo=args.algo, algo_set=custom_settings(args), impact=impact,
+                         learner=learner,
                          **policies_from_args(args))
     except ValueError as exc:
         usage_error(f"olaf: error: {exc}")
@@ -184,6 +188,10 @@ def algo_configs(args: argparse.Namespace) -> tuple[ImpactConfig, A2CConfig]:
     if args.hidden is not None:
         common["hidden"] = args.hidden
     impact, a2c = ImpactConfig(), A2CConfig()
+    if args.algo not in ALGOS:
+        if args.envs_per_worker is not None:
+            raise ValueError("--envs-per-worker is an option of --algo impact")
+        return impact, a2c  # a MODULE:CLASS algorithm's settings: custom_settings()
     if args.algo == "impact":
         if args.envs_per_worker is not None:
             common["envs_per_worker"] = args.envs_per_worker
@@ -195,6 +203,17 @@ def algo_configs(args: argparse.Namespace) -> tuple[ImpactConfig, A2CConfig]:
     return impact, a2c
 
 
+def custom_settings(args: argparse.Namespace) -> tuple[str, ...]:
+    """``--lr``, ``--hidden`` and ``--set`` as ``algo.NAME=VALUE`` items of a ``MODULE:CLASS``
+    algorithm (checked against its ``Config`` by ``check_env``); () for the built-in ones."""
+    if args.algo in ALGOS:
+        return ()
+    shortcuts = [f"algo.{name}={value}" for name, value in (("learning_rate", args.lr),
+                                                            ("hidden", args.hidden))
+                 if value is not None]
+    return (*shortcuts, *args.algo_set)
+
+
 def resolve_target(args: argparse.Namespace) -> float | None:
     """``--target-reward``, else the environment's ``spec.reward_threshold``."""
     from olaf.drl.evaluation import default_target
@@ -203,11 +222,24 @@ def resolve_target(args: argparse.Namespace) -> float | None:
 
 
 def check_env(cfg: RunConfig) -> RunConfig:
-    """Fail early, before any process starts, on an environment the learner cannot use."""
-    from olaf.drl.model import env_dimensions
+    """Fail early, before any process starts, on an algorithm that does not load or an
+    environment it cannot use (its model factory refuses the spaces)."""
+    import gymnasium as gym
+
+    from olaf.algorithm import env_spaces
+    from olaf.drl.learners import make_algorithm
 
     try:
-        env_dimensions(cfg.env_id)
+        algorithm = make_algorithm(cfg)
+        observation_space, action_space = env_spaces(cfg.env_id)
     except ValueError as exc:
         usage_error(f"olaf: error: {exc}")
+    try:
+        algorithm.make_model(observation_space, action_space)
+        if cfg.scaling == "boost" and (cfg.algo not in ALGOS
+                                       or not isinstance(action_space, gym.spaces.Discrete)):
+            raise ValueError("boost scaling needs a built-in learner and a Discrete action space "
+                             "(its curvature probe is categorical)")
+    except ValueError as exc:
+        usage_error(f"olaf: error: {cfg.env_id}: {exc}")
     return replace(cfg)

@@ -8,6 +8,7 @@ point here instead of repeating the numbers.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from olaf.drl.boosting import BoostConfig
 from olaf.drl.staleness import StalenessConfig
@@ -111,12 +112,17 @@ class ImpactConfig:
     """Adam's denominator epsilon (CleanRL PPO 1e-5)."""
     reward_window: int = 10
     """Episodes in a worker's "recent mean episode return", the reward it sends (OLAF)."""
+    reward_scale: float = 1.0
+    """Rewards are multiplied by this in the loss (not in the returns reported): the
+    critic's targets then stay near unit scale when rewards are large, as for Pendulum-v1
+    (CleanRL's continuous PPO normalises rewards for the same reason)."""
 
     def __post_init__(self) -> None:
         checks = [
             (self.hidden >= 1, "hidden must be >= 1"),
             (self.rollout_steps >= 1, "rollout_steps must be >= 1"),
             (self.envs_per_worker >= 1, "envs_per_worker must be >= 1"),
+            (self.reward_scale > 0, "reward_scale must be > 0"),
             (0.0 < self.gamma <= 1.0, "gamma must be in (0, 1]"),
             (0.0 <= self.vtrace_lambda <= 1.0, "vtrace_lambda must be in [0, 1]"),
             (self.rho_bar > 0 and self.c_bar > 0, "rho_bar and c_bar must be > 0"),
@@ -140,7 +146,8 @@ class RunConfig:
     """One experiment: switch, parameter server and workers on this machine."""
 
     env_id: str = "CartPole-v1"
-    """Any gymnasium id with a Box observation and a Discrete action space."""
+    """Any gymnasium id with a flat Box observation space and a Discrete or Box action
+    space (the built-in learners; a user's algorithm decides for itself)."""
     workers: int = 8
     """Logical workers (each its own environment, sender and worker_id)."""
     processes: int = 0
@@ -196,7 +203,11 @@ class RunConfig:
     seed: int = 0
     """Seeds torch, numpy, the environments and the senders' P_s draws."""
     algo: str = "impact"
-    """Learner: ``impact`` (olaf.drl.impact, clipped surrogate + V-trace) or ``a2c``."""
+    """Learner: ``impact`` (olaf.drl.impact, clipped surrogate + V-trace), ``a2c``, or
+    ``MODULE:CLASS``, a user's ``olaf.algorithm.Algorithm`` subclass (docs/algorithm.md)."""
+    algo_set: tuple[str, ...] = ()
+    """``algo.NAME=VALUE`` settings of a ``MODULE:CLASS`` algorithm's ``Config`` (the
+    built-in learners carry theirs in ``impact`` and ``learner``)."""
     impact: ImpactConfig = field(default_factory=ImpactConfig)
     """Hyperparameters of the IMPACT learner."""
     learner: A2CConfig = field(default_factory=A2CConfig)
@@ -230,7 +241,8 @@ class RunConfig:
             (self.aggregation in AGGREGATIONS, f"aggregation must be one of {AGGREGATIONS}"),
             (self.scaling in SCALINGS, f"scaling must be one of {SCALINGS}"),
             (self.boost_period > 0, "boost_period must be > 0"),
-            (self.algo in ALGOS, f"algo must be one of {ALGOS}"),
+            (self.algo in ALGOS or ":" in self.algo,
+             f"algo must be one of {ALGOS} or MODULE:CLASS"),
             (self.total_steps >= 1, "total_steps must be >= 1"),
             (self.eval_every >= 1, "eval_every must be >= 1"),
             (self.eval_episodes >= 1, "eval_episodes must be >= 1"),
@@ -265,9 +277,16 @@ class RunConfig:
         return "olaf-always" if self.mode == "olaf" and self.always_send else self.mode
 
     @property
-    def algo_config(self) -> ImpactConfig | A2CConfig:
-        """Hyperparameters of the selected learner (the PS reads its Adam settings here)."""
-        return self.impact if self.algo == "impact" else self.learner
+    def algo_config(self) -> Any:
+        """Hyperparameters of the selected learner (the PS reads its Adam settings here);
+        for ``MODULE:CLASS`` its ``Config`` with ``algo_set`` applied (imports the module)."""
+        if self.algo == "impact":
+            return self.impact
+        if self.algo == "a2c":
+            return self.learner
+        from olaf.drl.learners import algorithm_config
+
+        return algorithm_config(self.algo, self.algo_set)
 
     @property
     def worker_processes(self) -> int:

@@ -27,103 +27,31 @@ with Adam (olaf.drl.server). One gradient is made in three steps:
 Time limits are not terminal states: a truncated episode's last reward is bootstrapped
 with ``gamma * V(final observation)``.
 
+The policy is categorical for Discrete actions and a diagonal Gaussian with a
+state-independent log-std for Box actions (olaf.drl.model.ActorCritic): the ratio, the
+entropy and V-trace only see per-state log-probabilities, so the loss is the same.
+
 Hyperparameters: ``ImpactConfig`` (olaf.drl.config), with the source of every default.
-The pieces are plain functions over a ``Rollout`` so that other losses can reuse the
-experience source (the algorithm API of issue 16 grows from here).
+``Impact`` is written against the algorithm API (olaf.algorithm): the model, the experience
+source (``VectorActor``) and the loss below are all it supplies; the platform's ``Worker``
+does the refresh, the backward pass, the clipping and the flattening.
 """
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass
-
 import gymnasium as gym
 import numpy as np
 import torch
+from torch import nn
 
+from olaf.algorithm import Algorithm, ClipGroup, Rollout, VectorActor, Worker, parameters_of
 from olaf.drl.config import ImpactConfig
-from olaf.drl.model import ActorCritic, env_dimensions
-from olaf.drl.worker import Episode, Gradient
+from olaf.drl.model import ActorCritic
 
-# -- 1. experience -----------------------------------------------------------------------
+__all__ = ["Impact", "ImpactWorker", "Rollout", "VectorActor", "clip_grad_norms",
+           "clipped_surrogate", "impact_loss", "vtrace"]
 
-
-@dataclass
-class Rollout:
-    """``T`` steps of ``N`` environments acted by the behaviour policy ``mu``."""
-
-    obs: np.ndarray
-    """(T, N, obs_dim) float32: the observation each action was chosen on."""
-    actions: np.ndarray
-    """(T, N) int64."""
-    behaviour_log_probs: np.ndarray
-    """(T, N) float32: log mu(a_t|x_t)."""
-    rewards: np.ndarray
-    """(T, N) float32."""
-    terminated: np.ndarray
-    """(T, N) bool: the episode ended in a terminal state at step t."""
-    truncated: np.ndarray
-    """(T, N) bool: the episode was cut by a time limit at step t (not terminal)."""
-    final_obs: dict[tuple[int, int], np.ndarray]
-    """(t, env) -> last observation of an episode truncated there (for its bootstrap)."""
-    last_obs: np.ndarray
-    """(N, obs_dim): where the rollout stopped (bootstraps the last step)."""
-    behaviour_version: int
-    """Model version of ``mu``."""
-
-
-class VectorActor:
-    """The experience source: vectorised environments and episode bookkeeping."""
-
-    def __init__(self, env_id: str, n_envs: int, seed: int, reward_window: int) -> None:
-        self.envs = gym.vector.SyncVectorEnv(
-            [lambda: gym.make(env_id) for _ in range(n_envs)],
-            autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
-        obs, _ = self.envs.reset(seed=seed)
-        self.obs = np.asarray(obs, np.float32)
-        self.returns = np.zeros(n_envs)
-        self.lengths = np.zeros(n_envs, np.int64)
-        self.recent_returns: deque[float] = deque(maxlen=reward_window)
-        self.generator = torch.Generator().manual_seed(seed)
-
-    def collect(self, model: ActorCritic, steps: int, version: int) -> tuple[Rollout, list[Episode]]:
-        """Act ``steps`` times in every environment with ``model``'s policy."""
-        n, dim = self.obs.shape
-        obs = np.empty((steps, n, dim), np.float32)
-        actions = np.empty((steps, n), np.int64)
-        logp = np.empty((steps, n), np.float32)
-        rewards = np.empty((steps, n), np.float32)
-        terminated = np.zeros((steps, n), bool)
-        truncated = np.zeros((steps, n), bool)
-        final_obs: dict[tuple[int, int], np.ndarray] = {}
-        episodes: list[Episode] = []
-        for t in range(steps):
-            obs[t] = self.obs
-            with torch.no_grad():
-                log_probs = torch.log_softmax(model.policy(torch.from_numpy(self.obs)), -1)
-                action = torch.multinomial(log_probs.exp(), 1, generator=self.generator).squeeze(1)
-            actions[t] = action.numpy()
-            logp[t] = log_probs.gather(1, action[:, None]).squeeze(1).numpy()
-            next_obs, reward, term, trunc, info = self.envs.step(actions[t])
-            rewards[t], terminated[t], truncated[t] = reward, term, trunc & ~term
-            self.returns += reward
-            self.lengths += 1
-            for i in np.flatnonzero(term | trunc).tolist():
-                if truncated[t, i]:
-                    final_obs[(t, i)] = np.asarray(info["final_obs"][i], np.float32)
-                episodes.append(Episode(float(self.returns[i]), int(self.lengths[i])))
-                self.recent_returns.append(float(self.returns[i]))
-                self.returns[i], self.lengths[i] = 0.0, 0
-            self.obs = np.asarray(next_obs, np.float32)
-        rollout = Rollout(obs, actions, logp, rewards, terminated, truncated, final_obs,
-                          self.obs.copy(), version)
-        return rollout, episodes
-
-    def close(self) -> None:
-        self.envs.close()
-
-
+# -- 1. experience is olaf.algorithm.VectorActor's: a Rollout of T steps x N environments --
 # -- 2. V-trace ---------------------------------------------------------------------------
 
 
@@ -178,15 +106,15 @@ def impact_loss(model: ActorCritic, rollout: Rollout,
                 cfg: ImpactConfig) -> tuple[torch.Tensor, dict[str, float], np.ndarray]:
     """The loss at ``model``'s weights (theta), its statistics and the advantages (T, N)."""
     obs = torch.from_numpy(rollout.obs)
-    logits, values = model(obs)
-    rewards = torch.from_numpy(rollout.rewards).clone()
+    actor_out, values = model(obs)
+    rewards = torch.from_numpy(rollout.rewards) * cfg.reward_scale
     with torch.no_grad():
         bootstrap = model.value(torch.from_numpy(rollout.last_obs)).squeeze(-1)
         for (t, i), final in rollout.final_obs.items():
             rewards[t, i] += cfg.gamma * float(model.value(torch.from_numpy(final)))
     done = torch.from_numpy(rollout.terminated | rollout.truncated)
     discounts = cfg.gamma * (~done).float()
-    dist = torch.distributions.Categorical(logits=logits)
+    dist = model.distribution(actor_out)
     log_probs = dist.log_prob(torch.from_numpy(rollout.actions))
     behaviour = torch.from_numpy(rollout.behaviour_log_probs)
     vs, advantages = vtrace(log_probs.detach() - behaviour, discounts, rewards, values.detach(),
@@ -210,70 +138,62 @@ def impact_loss(model: ActorCritic, rollout: Rollout,
     return loss, stats, advantages.numpy()
 
 
+def actor_parameters(model: ActorCritic) -> list[nn.Parameter]:
+    """The actor's network and, for a Gaussian policy, its log-std."""
+    return parameters_of(model.policy, getattr(model, "log_std", None))
+
+
 def clip_grad_norms(model: ActorCritic, actor_max: float, critic_max: float) -> tuple[float, float]:
     """Clip the actor's and the critic's gradients apart; their norms before clipping."""
-    actor = float(torch.nn.utils.clip_grad_norm_(model.policy.parameters(), actor_max))
+    actor = float(torch.nn.utils.clip_grad_norm_(actor_parameters(model), actor_max))
     critic = float(torch.nn.utils.clip_grad_norm_(model.value.parameters(), critic_max))
     return actor, critic
 
 
-# -- the worker ---------------------------------------------------------------------------
+# -- the algorithm ------------------------------------------------------------------------
 
 
-class ImpactWorker:
-    """One logical worker: act, refresh, and make the IMPACT gradient.
+class Impact(Algorithm):
+    """IMPACT as an ``olaf.algorithm.Algorithm``: the built-in model, ``VectorActor``,
+    ``impact_loss``, the actor and the critic clipped apart, weights refreshed before the loss."""
 
-    Same surface as ``olaf.drl.worker.RolloutWorker`` (``load_weights``, ``rollout``,
-    ``reward``, ``refresh``, ``last_rollout``), so the runner and the transport do not care
-    which learner they carry.
-    """
+    Config = ImpactConfig
+    refresh_before_loss = True
+    config: ImpactConfig
+
+    def make_model(self, observation_space: gym.Space, action_space: gym.Space) -> ActorCritic:
+        return ActorCritic.for_spaces(observation_space, action_space, self.config.hidden)
+
+    def make_experience(self, env_id: str, seed: int) -> VectorActor:
+        cfg = self.config
+        return VectorActor(env_id, envs=cfg.envs_per_worker, steps=cfg.rollout_steps, seed=seed,
+                           reward_window=cfg.reward_window)
+
+    def loss(self, model: ActorCritic, batch: Rollout) -> tuple[torch.Tensor, dict[str, float]]:
+        loss, stats, batch.advantages = impact_loss(model, batch, self.config)
+        return loss, stats
+
+    def clip_groups(self, model: ActorCritic) -> list[ClipGroup]:
+        return [ClipGroup("actor", actor_parameters(model), self.config.actor_max_grad_norm),
+                ClipGroup("critic", list(model.value.parameters()), self.config.critic_max_grad_norm)]
+
+    def curvature_sample(self, batch: Rollout) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        return discrete_sample(batch)
+
+
+def discrete_sample(batch: Rollout) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(observations, actions, advantages) flattened over time and environments, for the
+    boosting detector, whose policy loss is categorical: None for Box actions."""
+    if batch.advantages is None or batch.actions.ndim != 2:
+        return None
+    steps = batch.actions.size
+    return (batch.obs.reshape(steps, -1), batch.actions.reshape(-1),
+            batch.advantages.reshape(-1).astype(np.float32))
+
+
+class ImpactWorker(Worker):
+    """The platform's ``Worker`` carrying ``Impact``: one logical IMPACT worker."""
 
     def __init__(self, env_id: str, worker_id: int, config: ImpactConfig, seed: int) -> None:
-        obs_dim, n_actions = env_dimensions(env_id)
-        self.worker_id = worker_id
-        self.config = config
-        self.model = ActorCritic(obs_dim, n_actions, config.hidden)
-        self.model_version = -1
-        self.actor = VectorActor(env_id, config.envs_per_worker, seed, config.reward_window)
-        self.total_steps = 0
-        self.refresh: Callable[[int], tuple[np.ndarray, int] | None] | None = None
-        """Newer weights than the given version, or None; taken just before the loss."""
-        self.rho: float | None = None
-        """Unused: IMPACT's ratio and V-trace already correct for mu != theta."""
-        self.last_rollout: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-        """(observations, actions, advantages) of the latest rollout (boosting detector)."""
+        super().__init__(Impact(config), env_id, worker_id, seed)
 
-    def close(self) -> None:
-        self.actor.close()
-
-    def load_weights(self, flat: np.ndarray, version: int) -> None:
-        self.model.load_flat_parameters(flat)
-        self.model_version = version
-
-    @property
-    def reward(self) -> float:
-        """Recent mean episode return (0 before the first episode ends)."""
-        recent = self.actor.recent_returns
-        return float(np.mean(recent)) if recent else 0.0
-
-    def rollout(self) -> Gradient:
-        cfg = self.config
-        rollout, episodes = self.actor.collect(self.model, cfg.rollout_steps, self.model_version)
-        if self.refresh is not None:
-            fresh = self.refresh(self.model_version)
-            if fresh is not None:
-                self.load_weights(*fresh)
-        self.model.zero_grad(set_to_none=True)
-        loss, stats, advantages = impact_loss(self.model, rollout, cfg)
-        loss.backward()
-        actor_norm, critic_norm = clip_grad_norms(self.model, cfg.actor_max_grad_norm,
-                                                  cfg.critic_max_grad_norm)
-        steps = rollout.actions.size
-        self.total_steps += steps
-        stats.update(actor_grad_norm=actor_norm, critic_grad_norm=critic_norm,
-                     refresh_versions=float(self.model_version - rollout.behaviour_version))
-        self.last_rollout = (rollout.obs.reshape(steps, -1), rollout.actions.reshape(-1),
-                             advantages.reshape(-1).astype(np.float32))
-        return Gradient(flat=self.model.flat_gradient(), norm=float(np.hypot(actor_norm, critic_norm)),
-                        model_version=self.model_version, reward=self.reward, steps=steps,
-                        episodes=episodes, stats=stats)

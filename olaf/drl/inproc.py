@@ -4,7 +4,9 @@ Workers take turns: each rolls out with the weights last published, its gradient
 becomes UPDATE blocks that go through ``OlafQueue.process``, and the parameter server
 PULLs ``pulls_per_turn`` blocks after each turn (the bottleneck, counted in blocks per
 worker gradient instead of per second) and applies them. Deterministic for a seed:
-this is what the unit tests and quick hyperparameter checks run.
+this is what the unit tests and quick hyperparameter checks run. Any algorithm of the
+algorithm API trains here (``algorithm``; A2C with ``config`` by default), through the
+same platform ``Worker`` that ``olaf run`` uses.
 """
 
 from __future__ import annotations
@@ -16,12 +18,12 @@ import torch
 
 from control_plane.controller import ThresholdLoop
 from dataplane.queue import OlafQueue, QueueConfig
+from olaf.algorithm import Algorithm, Worker, flat_parameters, initial_model
 from olaf.drl.config import A2CConfig
 from olaf.drl.controller import RecentRewards, threshold_raw
-from olaf.drl.model import build_model
 from olaf.drl.packaging import averaged_block, gradient_updates
 from olaf.drl.server import ParameterServer
-from olaf.drl.worker import RolloutWorker
+from olaf.drl.worker import A2C
 from worker_transport.codec import Batch, decode, encode
 from worker_transport.protocol import VERSION, Mode, MsgType, Outcome
 
@@ -33,6 +35,9 @@ class InProcessResult:
     outcomes: list[int] = field(default_factory=lambda: [0] * len(Outcome))
     blocks_applied: int = 0
     model_version: int = 0
+    weights: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
+    """The parameter server's weights at the end."""
+    env_steps: int = 0
 
 
 def _pulls(n: int, values: int) -> Batch:
@@ -54,15 +59,21 @@ def train_in_process(
     frac_bits: int = 16,
     config: A2CConfig | None = None,
     seed: int = 0,
+    algorithm: Algorithm | None = None,
 ) -> InProcessResult:
-    """Run ``turns`` worker gradients through the queue and return what happened."""
-    cfg = config or A2CConfig()
+    """Run ``turns`` worker gradients through the queue and return what happened.
+
+    ``algorithm``: what the workers run (default ``A2C(config)``); the PS's Adam takes its
+    ``config``'s settings. No refresh is needed before the loss: turns are sequential, so
+    nothing is applied between a worker's acting and its loss.
+    """
+    algo = algorithm if algorithm is not None else A2C(config or A2CConfig())
     torch.set_num_threads(1)
-    model = build_model(env_id, cfg.hidden, seed)
-    ps = ParameterServer(model.flat_parameters(), cfg, values)
+    model = initial_model(algo, env_id, seed)
+    ps = ParameterServer(flat_parameters(model), algo.config, values)
     queue = OlafQueue(QueueConfig(capacity=capacity, values=values, frac_bits=frac_bits,
                                   max_blocks=ps.num_blocks, mode=mode))
-    pool = [RolloutWorker(env_id, w, cfg, seed * 1000 + w) for w in range(workers)]
+    pool = [Worker(algo, env_id, w, seed * 1000 + w) for w in range(workers)]
     result = InProcessResult()
 
     def set_threshold(threshold: float) -> int:
@@ -77,6 +88,7 @@ def train_in_process(
             weights, version = ps.snapshot()
             worker.load_weights(weights, version)
             grad = worker.rollout()
+            result.env_steps += grad.steps
             result.returns.extend(e.ret for e in grad.episodes)
             updates = gradient_updates(
                 grad.flat, values=values, frac_bits=frac_bits, cluster_id=0,
@@ -98,4 +110,5 @@ def train_in_process(
     result.outcomes = list(queue.counters.outcomes)
     result.blocks_applied = ps.blocks_applied
     result.model_version = ps.model_version
+    result.weights = ps.params.copy()
     return result

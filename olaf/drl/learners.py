@@ -1,18 +1,61 @@
-"""The learner a run's workers use, by ``RunConfig.algo``."""
+"""The algorithm a run's workers carry, by ``RunConfig.algo``: ``impact``, ``a2c``, or a
+user's own ``olaf.algorithm.Algorithm`` subclass named ``MODULE:CLASS``."""
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
+import os
+import sys
 from typing import Any
 
-from olaf.drl.config import RunConfig
+from olaf.algorithm import Algorithm, Worker
+from olaf.drl.config import ALGOS, RunConfig
 
 
-def make_worker(cfg: RunConfig, worker_id: int, seed: int) -> Any:
-    """An ``ImpactWorker`` or an A2C ``RolloutWorker``; both make ``Gradient``s the same way."""
+def load_algorithm(spec: str) -> type[Algorithm]:
+    """The ``Algorithm`` subclass named ``MODULE:CLASS`` (ValueError saying what is wrong)."""
+    module_name, sep, class_name = spec.partition(":")
+    if not sep or not module_name or not class_name:
+        raise ValueError(f"algo {spec!r}: expected {', '.join(ALGOS)} or MODULE:CLASS")
+    if os.getcwd() not in sys.path:
+        # The current directory is searched too (as ``python -m`` and uvicorn do): the
+        # ``olaf`` console script's sys.path starts at its own bin directory instead.
+        sys.path.append(os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValueError(f"algo {spec!r}: cannot import {module_name!r}: {exc}") from None
+    cls = getattr(module, class_name, None)
+    if not (isinstance(cls, type) and issubclass(cls, Algorithm)):
+        raise ValueError(f"algo {spec!r}: {module_name} has no olaf.algorithm.Algorithm "
+                         f"subclass {class_name!r}")
+    return cls
+
+
+def algorithm_config(spec: str, settings: tuple[str, ...] = ()) -> Any:
+    """A user algorithm's ``Config`` with ``algo.NAME=VALUE`` settings applied."""
+    from olaf.drl.cli_args import parse_set
+
+    config = load_algorithm(spec).Config()
+    return dataclasses.replace(config, **parse_set(list(settings), config)) if settings else config
+
+
+def make_algorithm(cfg: RunConfig) -> Algorithm:
+    """The run's algorithm with its hyperparameters from ``cfg``."""
     if cfg.algo == "impact":
-        from olaf.drl.impact import ImpactWorker
+        from olaf.drl.impact import Impact
 
-        return ImpactWorker(cfg.env_id, worker_id, cfg.impact, seed)
-    from olaf.drl.worker import RolloutWorker
+        return Impact(cfg.impact)
+    if cfg.algo == "a2c":
+        from olaf.drl.worker import A2C
 
-    return RolloutWorker(cfg.env_id, worker_id, cfg.learner, seed)
+        # Staleness-aware aggregation pairs with the truncated importance-weighted loss.
+        rho = cfg.staleness.rho if cfg.aggregation == "staleness-aware" else None
+        return A2C(cfg.learner, rho)
+    return load_algorithm(cfg.algo)(cfg.algo_config)
+
+
+def make_worker(cfg: RunConfig, worker_id: int, seed: int) -> Worker:
+    """One logical worker of the run: the platform's ``Worker`` carrying its algorithm."""
+    return Worker(make_algorithm(cfg), cfg.env_id, worker_id, seed)

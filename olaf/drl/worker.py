@@ -1,4 +1,4 @@
-"""One logical actor-learner worker: roll out, compute a clipped A2C gradient.
+"""The A2C learner: one environment per worker, a clipped advantage actor-critic gradient.
 
 A worker owns an environment and a copy of the model. It acts with the weights it
 last received (``load_weights``), collects ``rollout_steps`` transitions, and turns
@@ -9,164 +9,109 @@ them into the gradient of the advantage actor-critic loss
 with GAE(lambda) advantages ``A`` and returns ``R = A + V``. The gradient is clipped to
 ``max_grad_norm`` and handed back as one flat float32 vector; sending it is the
 caller's job. It never steps an optimizer: only the parameter server does.
+
+``A2C`` is written against the algorithm API (olaf.algorithm), as IMPACT is; the
+platform's ``Worker`` does the backward pass, the clipping and the flattening.
+``Episode`` and ``Gradient`` live in olaf.algorithm and are re-exported here.
 """
 
 from __future__ import annotations
-
-from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import gymnasium as gym
 import numpy as np
 import torch
 
+from olaf.algorithm import (
+    Algorithm,
+    ClipGroup,
+    Episode,
+    Gradient,
+    Rollout,
+    VectorActor,
+    Worker,
+)
 from olaf.drl.config import A2CConfig
-from olaf.drl.model import ActorCritic, env_dimensions
+from olaf.drl.model import ActorCritic
 from olaf.drl.truncation import truncated_policy_loss
 
-
-@dataclass
-class Episode:
-    """A finished episode: its undiscounted return and length."""
-
-    ret: float
-    length: int
+__all__ = ["A2C", "Episode", "Gradient", "RolloutWorker", "a2c_loss", "gae"]
 
 
-@dataclass
-class Gradient:
-    """One worker gradient, ready to send."""
+class A2C(Algorithm):
+    """Advantage actor-critic as an ``olaf.algorithm.Algorithm``: the built-in model, one
+    environment per worker (``VectorActor``), ``a2c_loss``, one joint gradient clip.
 
-    flat: np.ndarray
-    """Clipped gradient, float32, model parameter order."""
-    norm: float
-    """L2 norm before clipping."""
-    model_version: int
-    """Version of the weights the rollout used."""
-    reward: float
-    """The worker's recent mean episode return when the gradient was made."""
-    steps: int
-    """Environment steps in the rollout."""
-    episodes: list[Episode] = field(default_factory=list)
-    """Episodes that finished during the rollout."""
-    stats: dict[str, float] = field(default_factory=dict)
-    """Loss terms and gradient norms of this gradient (for the metrics and TensorBoard)."""
+    ``rho``: with staleness-aware aggregation (olaf.drl.staleness) the policy term is
+    the truncated importance-weighted loss (olaf.drl.truncation) with this truncation.
+    """
 
+    Config = A2CConfig
+    config: A2CConfig
 
-class RolloutWorker:
-    """An environment, a policy copy and the A2C gradient computation."""
+    def __init__(self, config: A2CConfig | None = None, rho: float | None = None) -> None:
+        super().__init__(config)
+        self.rho = rho
 
-    def __init__(self, env_id: str, worker_id: int, config: A2CConfig, seed: int) -> None:
-        obs_dim, n_actions = env_dimensions(env_id)
-        self.worker_id = worker_id
-        self.config = config
-        self.env = gym.make(env_id)
-        self.model = ActorCritic(obs_dim, n_actions, config.hidden)
-        self.model_version = -1
-        self._generator = torch.Generator().manual_seed(seed)
-        obs, _ = self.env.reset(seed=seed)
-        self.obs = np.asarray(obs, np.float32)
-        self.episode_return = 0.0
-        self.episode_length = 0
-        self.recent_returns: deque[float] = deque(maxlen=config.reward_window)
-        self.total_steps = 0
-        self.refresh: Callable[[int], tuple[np.ndarray, int] | None] | None = None
-        """Staleness-aware mode: newer weights than the given version, or None; taken
-        between acting and computing the loss."""
-        self.rho: float | None = None
-        """Staleness-aware mode: truncation rho of the importance-weighted policy loss."""
-        self.last_rollout: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-        """(observations, actions, advantages) of the latest rollout (boosting detector)."""
+    def make_model(self, observation_space: gym.Space, action_space: gym.Space) -> ActorCritic:
+        return ActorCritic.for_spaces(observation_space, action_space, self.config.hidden)
 
-    def close(self) -> None:
-        self.env.close()
-
-    def load_weights(self, flat: np.ndarray, version: int) -> None:
-        self.model.load_flat_parameters(flat)
-        self.model_version = version
-
-    @property
-    def reward(self) -> float:
-        """Recent mean episode return (0 before the first episode ends)."""
-        return float(np.mean(self.recent_returns)) if self.recent_returns else 0.0
-
-    def rollout(self) -> Gradient:
-        """Act ``rollout_steps`` times and return the clipped gradient of the A2C loss."""
+    def make_experience(self, env_id: str, seed: int) -> VectorActor:
         cfg = self.config
-        n = cfg.rollout_steps
-        obs = np.empty((n, self.obs.shape[0]), np.float32)
-        actions = np.empty(n, np.int64)
-        rewards = np.empty(n, np.float32)
-        terminal = np.zeros(n, np.float32)
-        episodes: list[Episode] = []
-        bootstrap_obs: dict[int, np.ndarray] = {}
-        behaviour = np.zeros(n, np.float32)
-        for t in range(n):
-            obs[t] = self.obs
-            with torch.no_grad():
-                logits, _ = self.model(torch.from_numpy(self.obs))
-                action = int(
-                    torch.multinomial(torch.softmax(logits, -1), 1, generator=self._generator)
-                )
-            if self.rho is not None:
-                behaviour[t] = float(torch.log_softmax(logits, -1)[action])
-            next_obs, reward, terminated, truncated, _ = self.env.step(action)
-            actions[t] = action
-            rewards[t] = reward
-            self.episode_return += float(reward)
-            self.episode_length += 1
-            if terminated or truncated:
-                terminal[t] = 1.0
-                if truncated and not terminated:
-                    # A time limit is not a terminal state: bootstrap from where it stopped.
-                    bootstrap_obs[t] = np.asarray(next_obs, np.float32)
-                episodes.append(Episode(self.episode_return, self.episode_length))
-                self.recent_returns.append(self.episode_return)
-                self.episode_return, self.episode_length = 0.0, 0
-                next_obs, _ = self.env.reset()
-            self.obs = np.asarray(next_obs, np.float32)
-        self.total_steps += n
-        if self.refresh is not None:
-            fresh = self.refresh(self.model_version)
-            if fresh is not None:
-                self.load_weights(*fresh)
+        return VectorActor(env_id, envs=1, steps=cfg.rollout_steps, seed=seed,
+                           reward_window=cfg.reward_window)
 
-        self.model.zero_grad(set_to_none=True)
-        logits, values = self.model(torch.from_numpy(obs))
-        with torch.no_grad():
-            _, last_value = self.model(torch.from_numpy(self.obs))
-            for t, final in bootstrap_obs.items():
-                _, v = self.model(torch.from_numpy(final))
-                rewards[t] += cfg.gamma * float(v)
-        advantages = gae(
-            rewards, values.detach().numpy(), terminal, float(last_value), cfg.gamma, cfg.gae_lambda
-        )
-        adv = torch.from_numpy(advantages)
-        returns = adv + values.detach()
-        dist = torch.distributions.Categorical(logits=logits)
-        logp = dist.log_prob(torch.from_numpy(actions))
-        if self.rho is None:
-            policy_loss = -(logp * adv).mean()
-        else:
-            policy_loss = truncated_policy_loss(logp, torch.from_numpy(behaviour), adv, rho=self.rho)
-        value_loss = (returns - values).pow(2).mean()
-        entropy = dist.entropy().mean()
-        loss = policy_loss + cfg.value_coef * value_loss - cfg.entropy_coef * entropy
-        loss.backward()
-        norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm))
-        self.last_rollout = (obs, actions, advantages)
-        stats = {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(),
-                 "entropy": entropy.item(), "grad_norm": norm}
-        return Gradient(
-            flat=self.model.flat_gradient(),
-            norm=norm,
-            model_version=self.model_version,
-            reward=self.reward,
-            steps=n,
-            episodes=episodes,
-            stats=stats,
-        )
+    def loss(self, model: ActorCritic, batch: Rollout) -> tuple[torch.Tensor, dict[str, float]]:
+        loss, stats, batch.advantages = a2c_loss(model, batch, self.config, self.rho)
+        return loss, stats
+
+    def clip_groups(self, model: ActorCritic) -> list[ClipGroup]:
+        return [ClipGroup("joint", list(model.parameters()), self.config.max_grad_norm)]
+
+    def curvature_sample(self, batch: Rollout) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        from olaf.drl.impact import discrete_sample
+
+        return discrete_sample(batch)
+
+
+def a2c_loss(model: ActorCritic, rollout: Rollout, cfg: A2CConfig,
+             rho: float | None = None) -> tuple[torch.Tensor, dict[str, float], np.ndarray]:
+    """The A2C loss of a rollout at ``model``'s weights, its statistics and the GAE
+    advantages (T, N)."""
+    actor_out, values = model(torch.from_numpy(rollout.obs))
+    rewards = rollout.rewards.copy()
+    with torch.no_grad():
+        last_values = model.value(torch.from_numpy(rollout.last_obs)).squeeze(-1).numpy()
+        for (t, i), final in rollout.final_obs.items():
+            # A time limit is not a terminal state: bootstrap from where it stopped.
+            rewards[t, i] += cfg.gamma * float(model.value(torch.from_numpy(final)))
+    terminal = (rollout.terminated | rollout.truncated).astype(np.float32)
+    value_arr = values.detach().numpy()
+    advantages = np.stack([gae(rewards[:, i], value_arr[:, i], terminal[:, i], float(last_values[i]),
+                               cfg.gamma, cfg.gae_lambda) for i in range(rewards.shape[1])], 1)
+    adv = torch.from_numpy(advantages)
+    returns = adv + values.detach()
+    dist = model.distribution(actor_out)
+    logp = dist.log_prob(torch.from_numpy(rollout.actions))
+    if rho is None:
+        policy_loss = -(logp * adv).mean()
+    else:
+        policy_loss = truncated_policy_loss(logp.reshape(-1),
+                                            torch.from_numpy(rollout.behaviour_log_probs).reshape(-1),
+                                            adv.reshape(-1), rho=rho)
+    value_loss = (returns - values).pow(2).mean()
+    entropy = dist.entropy().mean()
+    loss = policy_loss + cfg.value_coef * value_loss - cfg.entropy_coef * entropy
+    stats = {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(),
+             "entropy": entropy.item()}
+    return loss, stats, advantages
+
+
+class RolloutWorker(Worker):
+    """The platform's ``Worker`` carrying ``A2C``: one logical A2C worker."""
+
+    def __init__(self, env_id: str, worker_id: int, config: A2CConfig, seed: int,
+                 rho: float | None = None) -> None:
+        super().__init__(A2C(config, rho), env_id, worker_id, seed)
 
 
 def gae(
