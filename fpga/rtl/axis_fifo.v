@@ -1,7 +1,10 @@
 // Reusable AXI-Stream FIFO (in the manner of Forencich's verilog-axis axis_fifo).
 //
-// First-word-fall-through: the head entry is on m_axis_* as soon as it is committed
-// (asynchronous read, which maps the small FIFOs of olaf_queue to LUT RAM).
+// First-word-fall-through: the head entry is on m_axis_* as soon as it is committed.
+// RAM_PIPELINE = 0 reads the memory asynchronously, which maps the small FIFOs of
+// olaf_queue to LUT RAM; RAM_PIPELINE = 1 reads it synchronously into a one-entry
+// output register (one more cycle from commit to m_axis, the same throughput), so a
+// large FIFO maps to block RAM.
 //
 // FRAME_FIFO = 1 makes a packet visible to the reader only once its tlast beat is
 // in; with it,
@@ -31,7 +34,8 @@ module axis_fifo #(
     parameter [USER_WIDTH-1:0] USER_BAD_FRAME_VALUE = 1'b1,
     parameter [USER_WIDTH-1:0] USER_BAD_FRAME_MASK = 1'b1,
     parameter integer DROP_BAD_FRAME = 0,
-    parameter integer DROP_WHEN_FULL = 0
+    parameter integer DROP_WHEN_FULL = 0,
+    parameter integer RAM_PIPELINE = 0
 ) (
     input  wire                   clk,
     input  wire                   rst,
@@ -52,7 +56,7 @@ module axis_fifo #(
     output wire [ID_WIDTH-1:0]    m_axis_tid,
     output wire [USER_WIDTH-1:0]  m_axis_tuser,
 
-    output wire [$clog2(DEPTH):0] status_depth,   // committed entries
+    output wire [$clog2(DEPTH):0] status_depth,   // committed entries in the memory
     output reg                    status_overflow,
     output reg                    status_bad_frame,
     output reg                    status_good_frame
@@ -77,7 +81,7 @@ module axis_fifo #(
 
     // Pack the enabled sideband fields after the data.
     wire [EW-1:0] s_word;
-    wire [EW-1:0] m_word = mem[rd_ptr[AW-1:0]];
+    wire [EW-1:0] m_word;
     assign s_word[DATA_WIDTH-1:0] = s_axis_tdata;
     assign m_axis_tdata = m_word[DATA_WIDTH-1:0];
     generate
@@ -112,8 +116,28 @@ module axis_fifo #(
     // A packet that fills the whole FIFO before its end can never be committed.
     wire frame_too_long = FRAME_FIFO && wr_ptr_cur == {~wr_ptr_commit[AW], wr_ptr_commit[AW-1:0]};
     assign s_axis_tready = DROP_WHEN_FULL ? 1'b1 : !full_cur;
-    assign m_axis_tvalid = !empty;
     assign status_depth = wr_ptr_commit - rd_ptr;
+
+    // Read side: rd_ptr advances when an entry leaves the memory.
+    wire rd_take;
+    generate
+        if (RAM_PIPELINE) begin : g_rd_reg
+            reg [EW-1:0] out_word;
+            reg out_valid;
+            assign rd_take = !empty && (!out_valid || m_axis_tready);
+            always @(posedge clk) begin
+                if (rd_take) out_word <= mem[rd_ptr[AW-1:0]];
+                if (rst) out_valid <= 1'b0;
+                else out_valid <= rd_take || (out_valid && !m_axis_tready);
+            end
+            assign m_word = out_word;
+            assign m_axis_tvalid = out_valid;
+        end else begin : g_rd_async
+            assign m_word = mem[rd_ptr[AW-1:0]];
+            assign m_axis_tvalid = !empty;
+            assign rd_take = m_axis_tvalid && m_axis_tready;
+        end
+    endgenerate
 
     wire s_fire = s_axis_tvalid && s_axis_tready;
     wire bad = DROP_BAD_FRAME && USER_ENABLE
@@ -157,7 +181,7 @@ module axis_fifo #(
                     wr_ptr_cur <= wr_ptr_cur + 1'b1;
                 end
             end
-            if (m_axis_tvalid && m_axis_tready) rd_ptr <= rd_ptr + 1'b1;
+            if (rd_take) rd_ptr <= rd_ptr + 1'b1;
         end
     end
 

@@ -53,7 +53,8 @@ module olaf_queue #(
     parameter integer MAX_BLOCKS = 1024,
     parameter integer PENDING_SEGS = 8,
     parameter integer ID_WIDTH = 8,
-    parameter integer INGRESS_DEPTH = 0
+    parameter integer INGRESS_DEPTH = 0,
+    parameter integer CNT_WIDTH = 64        // counter width (< 64 only to shrink proofs)
 ) (
     input  wire                    clk,
     input  wire                    rst,
@@ -120,9 +121,6 @@ module olaf_queue #(
                      T_EMPTY = 4'd5, T_MODEL = 4'd6;
     localparam [7:0] O_ENQUEUED = 8'd0, O_MERGED = 8'd1, O_REPLACED = 8'd2,
                      O_DROPPED_REWARD = 8'd3, O_DROPPED_FULL = 8'd4, O_DROPPED_INVALID = 8'd5;
-    localparam [3:0] VD_OK = 4'd0, VD_SHORT = 4'd1, VD_BAD_VERSION = 4'd2, VD_BAD_TYPE = 4'd3,
-                     VD_BAD_PULL = 4'd4, VD_NOT_FROM_HOST = 4'd5, VD_BAD_LENGTH = 4'd6,
-                     VD_BAD_FRAC_BITS = 4'd7, VD_CLUSTER_RANGE = 4'd8, VD_BLOCK_RANGE = 4'd9;
     // Counter slots in cnt: outcome o at o, bad frame 6, ingress drop 7, type t at 7+t,
     // verdict v at 13+v.
     localparam integer C_BAD = 6, C_INGRESS = 7, C_TYPE = 7, C_VERDICT = 13;
@@ -133,6 +131,7 @@ module olaf_queue #(
         // at least two beats apart.
         if (NB_UPD < 2) $error("an UPDATE must span at least two beats");
         if (V < 1 || V > 255) $error("V must be 1..255 on the wire");
+        if (CNT_WIDTH < 1 || CNT_WIDTH > 64) $error("CNT_WIDTH must be 1..64");
     end
 
     // ------------------------------------------------------------------ helpers
@@ -205,7 +204,7 @@ module olaf_queue #(
     reg [GW-1:0] avail_head, append_available_addr;
     reg [PW-1:0] pending;               // popped segments not yet read out
 
-    reg [64*NCNT-1:0] cnt;
+    reg [CNT_WIDTH*NCNT-1:0] cnt;
 
     integer i;
 `ifndef SYNTHESIS
@@ -392,20 +391,15 @@ module olaf_queue #(
     wire [7:0] b_frac = b_hdr[8*14 +: 8];
     wire [31:0] b_reward = hf32(b_hdr, 24);
 
-    // Same precedence as worker_transport.codec.classify (the most basic failure wins).
-    reg [3:0] verdict;
-    always @* begin
-        if (b_len < HDR) verdict = VD_SHORT;
-        else if (b_ver != 4'd1) verdict = VD_BAD_VERSION;
-        else if (b_type < T_UPDATE || b_type > T_MODEL) verdict = VD_BAD_TYPE;
-        else if (b_type == T_PULL && (b_nv != 8'd0 || b_len != HDR)) verdict = VD_BAD_PULL;
-        else if (b_type == T_ACK || b_type == T_DATA || b_type == T_EMPTY) verdict = VD_NOT_FROM_HOST;
-        else if (b_type == T_UPDATE && (b_nv != V || b_len != HDR + 4 * b_nv)) verdict = VD_BAD_LENGTH;
-        else if (b_type == T_UPDATE && b_frac != cfg_frac_bits) verdict = VD_BAD_FRAC_BITS;
-        else if (b_type == T_UPDATE && {1'b0, b_cluster} >= max_cl) verdict = VD_CLUSTER_RANGE;
-        else if (b_type == T_UPDATE && {1'b0, b_block} >= max_bk) verdict = VD_BLOCK_RANGE;
-        else verdict = VD_OK;
-    end
+    // The validation rule lives in olaf_verdict, which the Ethernet shell shares.
+    wire [3:0] verdict;
+    wire v_ok, v_type_known, v_answered;
+    olaf_verdict #(.V(V)) validate (
+        .msg_len(b_len), .version(b_ver), .msg_type(b_type), .num_values(b_nv),
+        .frac_bits(b_frac), .cluster(b_cluster), .block(b_block),
+        .cfg_frac_bits(cfg_frac_bits), .max_clusters(max_cl), .max_blocks(max_bk),
+        .verdict(verdict), .ok(v_ok), .type_known(v_type_known), .answered(v_answered)
+    );
 
     // L-stage registers.
     reg [HB-1:0] l_hdr;
@@ -414,6 +408,7 @@ module olaf_queue #(
     reg l_bad;
     reg [IW-1:0] l_key;
     reg [3:0] l_verdict;
+    reg l_ok, l_type_known, l_answered;
     // |u - s| < threshold  <=>  u - threshold < s < u + threshold (34-bit signed);
     // the bounds depend on the message only, so they are ready before the lookup.
     reg signed [33:0] l_lo, l_hi;
@@ -425,6 +420,9 @@ module olaf_queue #(
         l_bad <= b_bad;
         l_key <= b_key;
         l_verdict <= verdict;
+        l_ok <= v_ok;
+        l_type_known <= v_type_known;
+        l_answered <= v_answered;
         l_lo <= $signed({{2{b_reward[31]}}, b_reward}) - $signed({3'b000, cfg_threshold});
         l_hi <= $signed({{2{b_reward[31]}}, b_reward}) + $signed({3'b000, cfg_threshold});
     end
@@ -444,6 +442,7 @@ module olaf_queue #(
     reg r_bad;
     reg [IW-1:0] r_key;
     reg [3:0] r_verdict;
+    reg r_ok, r_type_known, r_answered;
     reg signed [33:0] r_lo, r_hi;
     reg [SW-1:0] r_s;
     reg r_live;
@@ -478,6 +477,9 @@ module olaf_queue #(
         r_bad <= l_bad;
         r_key <= l_key;
         r_verdict <= l_verdict;
+        r_ok <= l_ok;
+        r_type_known <= l_type_known;
+        r_answered <= l_answered;
         r_lo <= l_lo;
         r_hi <= l_hi;
         r_s <= s;
@@ -528,7 +530,7 @@ module olaf_queue #(
     wire [31:0] u_gen = hf32(r_hdr, 28);
     wire [31:0] u_mv = hf32(r_hdr, 20);
 
-    wire ok = !r_bad && r_verdict == VD_OK;
+    wire ok = !r_bad && r_ok;
     wire is_update = ok && u_type == T_UPDATE;
     wire is_pull = ok && u_type == T_PULL;
     wire hit = r_live && r_s_cluster == u_cluster && r_s_block == u_block;
@@ -550,9 +552,7 @@ module olaf_queue #(
     wire do_store = is_update && outcome == O_REPLACED;
     wire do_merge = is_update && outcome == O_MERGED;
     wire do_pop = is_pull && !r_empty;
-    wire answered_invalid = !r_bad && r_verdict >= VD_BAD_LENGTH;
-    wire counted_type = !r_bad && r_verdict != VD_SHORT && r_verdict != VD_BAD_VERSION
-                      && r_verdict != VD_BAD_TYPE;
+    wire counted_type = !r_bad && r_type_known;
 
     // Per-counter increment enables, registered so that C's adders start from flops.
     reg [NCNT-1:0] inc;
@@ -561,7 +561,7 @@ module olaf_queue #(
         inc = {NCNT{1'b0}};
         for (ci = 0; ci < 6; ci = ci + 1)
             inc[ci] = (is_update && outcome == ci)
-                    || (ci == O_DROPPED_INVALID && !r_bad && r_verdict != VD_OK);
+                    || (ci == O_DROPPED_INVALID && !r_bad && !r_ok);
         inc[C_BAD] = r_bad;
         for (ci = 1; ci <= 6; ci = ci + 1) inc[C_TYPE + ci] = counted_type && u_type == ci;
         for (ci = 1; ci <= 9; ci = ci + 1) inc[C_VERDICT + ci] = !r_bad && r_verdict == ci;
@@ -602,7 +602,8 @@ module olaf_queue #(
         c_pop <= !rst && r_v && do_pop;
         c_pull <= is_pull;
         c_update <= is_update;
-        c_resp_hdr <= is_update || answered_invalid;
+        // A PULL's answer is chosen by c_pull; every other answered message gets an ACK.
+        c_resp_hdr <= !r_bad && r_answered;
         c_outcome <= outcome;
         c_tgt <= do_enqueue ? write_ptr : r_s;
         c_s_seg <= r_s_seg;
@@ -691,7 +692,7 @@ module olaf_queue #(
             avail_head <= {GW{1'b0}};
             append_available_addr <= {GW{1'b0}};
             pending <= {PW{1'b0}};
-            cnt <= {64*NCNT{1'b0}};
+            cnt <= {CNT_WIDTH*NCNT{1'b0}};
         end else begin
             if (free_seg_valid) begin
                 free_list[append_available_addr] <= free_seg;
@@ -701,7 +702,7 @@ module olaf_queue #(
             pending <= pending + c_pop - free_seg_valid;
             for (i = 0; i < NCNT; i = i + 1)
                 if (c_inc[i] || (i == C_INGRESS && ingress_drop))
-                    cnt[64*i +: 64] <= cnt[64*i +: 64] + 64'd1;
+                    cnt[CNT_WIDTH*i +: CNT_WIDTH] <= cnt[CNT_WIDTH*i +: CNT_WIDTH] + 1'b1;
             if (c_enqueue || c_store || c_merge) begin
                 m_agg[c_tgt] <= c_merge ? c_merged_agg : hf16(c_hdr, 8);
                 m_reward[c_tgt] <= c_merge ? c_merged_reward : hf32(c_hdr, 24);
@@ -917,9 +918,9 @@ module olaf_queue #(
 
     always @* begin
         cnt_value = 64'd0;
-        if (cnt_sel < 5'd8) cnt_value = cnt[64*cnt_sel +: 64];
-        else if (cnt_sel >= 5'd9 && cnt_sel <= 5'd14) cnt_value = cnt[64*(cnt_sel - 5'd1) +: 64];
-        else if (cnt_sel >= 5'd17 && cnt_sel <= 5'd25) cnt_value = cnt[64*(cnt_sel - 5'd3) +: 64];
+        if (cnt_sel < 5'd8) cnt_value = cnt[CNT_WIDTH*cnt_sel +: CNT_WIDTH];
+        else if (cnt_sel >= 5'd9 && cnt_sel <= 5'd14) cnt_value = cnt[CNT_WIDTH*(cnt_sel - 5'd1) +: CNT_WIDTH];
+        else if (cnt_sel >= 5'd17 && cnt_sel <= 5'd25) cnt_value = cnt[CNT_WIDTH*(cnt_sel - 5'd3) +: CNT_WIDTH];
         else if (cnt_sel == 5'd26) cnt_value = {{(64 - OW){1'b0}}, occupied};
         else if (cnt_sel == 5'd27) cnt_value = {{(64 - SW){1'b0}}, write_ptr};
         else if (cnt_sel == 5'd28) cnt_value = {{(64 - SW){1'b0}}, read_ptr};

@@ -26,10 +26,10 @@
 // byte for byte what ethernet.py's response_headers builds.
 //
 // Request headers wait in the answer header ring for their answer. A message
-// reaches the queue with tid = {0, ring slot} if the shell expects an answer to it
-// (the same test as the queue's validation, worker_transport.codec.classify /
-// dataplane.queue.process: every UPDATE with a readable header, length >= 36 and
-// version 1, and every valid PULL, num_values 0 and length 36), else tid = {1, 0}.
+// reaches the queue with tid = {0, ring slot} if the queue will answer it, else
+// tid = {1, 0}; which messages are answered is decided by olaf_verdict, the module
+// the queue validates with (every UPDATE with a readable header, length >= 36 and
+// version 1, and every valid PULL: num_values 0 and length 36).
 // The queue returns the tid with the answer, so the answer picks its header by slot:
 // a slot whose answer never comes is skipped (and freed) by the next answer, and an
 // answer without a slot is dropped; both are counted (ANSWER_MISMATCH), neither can
@@ -133,10 +133,13 @@ module olaf_udp #(
     endfunction
 
     // ================================================================ ingress
-    // Frame FIFO {tlast, tkeep, tdata}: written beat by beat, made visible to the
-    // reader (wr_commit) only at a good tlast; a dropped frame rewinds wr_ptr.
-    reg [W+BW:0] dmem [0:FIFO_BEATS-1];
-    reg [FA:0] wr_ptr, wr_commit, rd_ptr;
+    // Frame FIFO: axis_fifo in frame mode. It keeps a frame only once its tlast is in,
+    // drops the whole frame when it does not fit (DROP_WHEN_FULL: a MAC cannot be
+    // back-pressured), and drops a frame whose tuser is set on its tlast beat
+    // (DROP_BAD_FRAME). The shell sets that tuser for every frame it will not keep:
+    // flagged bad by the MAC on any beat, a runt, filtered, or no room in the frame-info
+    // or answer header FIFOs. The FIFO's verdict on a frame (status_good_frame /
+    // _bad_frame / _overflow, one cycle after its tlast) commits the frame's info.
     // Frame info FIFO {to_queue, answered, answer slot, payload length}, per committed frame.
     reg [18+HA-1:0] imem [0:FRAME_SLOTS-1];
     reg [IA:0] iwr, ird;
@@ -146,7 +149,7 @@ module olaf_udp #(
 
     reg [15:0] ib;                  // beat number in the frame (saturating)
     reg [15:0] ilen;                // bytes so far (saturating)
-    reg ibad, idrop;                // tuser seen / FIFO ran full: drop at tlast
+    reg ibad;                       // tuser seen: drop at tlast
     reg [8*CAPB-1:0] icap;
 
     // After a reset the MAC may be in the middle of a frame: start at the first beat
@@ -157,7 +160,6 @@ module olaf_udp #(
         else if (!s_mac_tvalid || s_mac_tlast) in_sync <= 1'b1;
     end
     wire in_beat = s_mac_tvalid && !rst && in_sync;
-    wire d_full = (wr_ptr - rd_ptr) == FIFO_BEATS;
 
     reg [KC-1:0] keep_cnt;
     integer k;
@@ -196,9 +198,20 @@ module olaf_udp #(
                  && ({1'b0, udp_len} + 17'd34 <= {1'b0, len_next});
     wire is_model = is_olaf && udp_len > 16'd8 && olaf_b0[3:0] == 4'd6;
     wire to_queue = is_olaf && !is_model;
-    wire answered = to_queue && plen >= 16'd36 && olaf_b0[7:4] == 4'd1
-                  && (olaf_b0[3:0] == 4'd1
-                      || (olaf_b0[3:0] == 4'd3 && olaf_nv == 8'd0 && plen == 16'd36));
+    // Whether the queue will answer: the queue's own rule (olaf_verdict), from the
+    // fields it depends on; cluster, block, frac_bits and the configuration only choose
+    // between answered verdicts, so they are tied off here.
+    wire v_answered;
+    wire [3:0] v_verdict_unused;
+    wire v_ok_unused, v_type_known_unused;
+    olaf_verdict #(.V(V)) validate (
+        .msg_len(plen), .version(olaf_b0[7:4]), .msg_type(olaf_b0[3:0]), .num_values(olaf_nv),
+        .frac_bits(8'd0), .cluster(16'd0), .block(16'd0),
+        .cfg_frac_bits(8'd0), .max_clusters(17'd1), .max_blocks(17'd1),
+        .verdict(v_verdict_unused), .ok(v_ok_unused), .type_known(v_type_known_unused),
+        .answered(v_answered)
+    );
+    wire answered = to_queue && v_answered;
 
     // The answer's header: request header with MACs, IPs, UDP ports swapped and the
     // checksums zeroed; lengths and the IPv4 checksum are filled in at egress.
@@ -221,11 +234,20 @@ module olaf_udp #(
             if (k != 16 && k != 24) ans_psum = ans_psum + {fb(cap_next, k), fb(cap_next, k + 1)};
     end
 
-    wire i_full = (iwr - ird) == FRAME_SLOTS;
-    wire h_full = (hwr - hrd) == ANSWER_SLOTS;
+    // The frame kept in the cycle before (p_*, committed now) counts against the room.
+    wire f_good, f_bad, f_overflow;
+    reg p_to_queue, p_answered, p_model, p_bad, p_runt, p_keep;
+    reg [15:0] p_plen;
+    reg [HB-1:0] p_ans_hdr;
+    reg [18:0] p_ans_psum;
+    wire [IA:0] i_held = iwr - ird;
+    wire [HA:0] h_held = hwr - hrd;
+    wire [IA+1:0] i_used = i_held + f_good;
+    wire [HA+1:0] h_used = h_held + (f_good && p_answered);
+    wire i_full = i_used >= FRAME_SLOTS;
+    wire h_full = h_used >= ANSWER_SLOTS;
     wire keep_frame = to_queue || is_model || fwd_other;
-    wire commit_ok = !(ibad || s_mac_tuser) && !is_runt && keep_frame
-                   && !(idrop || d_full) && !i_full && !(answered && h_full);
+    wire drop_at_tlast = ibad || s_mac_tuser || is_runt || !keep_frame || i_full || (answered && h_full);
 
     reg [63:0] cnt [0:NCNT-1];
     genvar gc;
@@ -235,68 +257,69 @@ module olaf_udp #(
         end
     endgenerate
 
+    wire [W-1:0] cur;
+    wire [BW-1:0] cur_keep;
+    wire cur_last, head_v, pop, head_user_unused, fifo_ready_unused;
+    wire [FA:0] fifo_depth_unused;
+    axis_fifo #(
+        .DEPTH(FIFO_BEATS), .DATA_WIDTH(W), .KEEP_ENABLE(1), .KEEP_WIDTH(BW),
+        .USER_ENABLE(1), .USER_WIDTH(1), .FRAME_FIFO(1), .DROP_BAD_FRAME(1), .DROP_WHEN_FULL(1),
+        .RAM_PIPELINE(1)
+    ) frame_fifo (
+        .clk(clk), .rst(rst),
+        .s_axis_tdata(s_mac_tdata), .s_axis_tkeep(s_mac_tkeep), .s_axis_tvalid(in_beat),
+        .s_axis_tready(fifo_ready_unused), .s_axis_tlast(s_mac_tlast), .s_axis_tid(8'd0),
+        .s_axis_tuser(s_mac_tlast && drop_at_tlast),
+        .m_axis_tdata(cur), .m_axis_tkeep(cur_keep), .m_axis_tvalid(head_v), .m_axis_tready(pop),
+        .m_axis_tlast(cur_last), .m_axis_tid(), .m_axis_tuser(head_user_unused),
+        .status_depth(fifo_depth_unused), .status_overflow(f_overflow),
+        .status_bad_frame(f_bad), .status_good_frame(f_good)
+    );
+
     always @(posedge clk) begin
         if (rst) begin
-            wr_ptr <= 0;
-            wr_commit <= 0;
             iwr <= 0;
             hwr <= 0;
             ib <= 16'd0;
             ilen <= 16'd0;
             ibad <= 1'b0;
-            idrop <= 1'b0;
-        end else if (in_beat) begin
-            if (!idrop && !d_full) begin
-                dmem[wr_ptr[FA-1:0]] <= {s_mac_tlast, s_mac_tkeep, s_mac_tdata};
-                wr_ptr <= wr_ptr + 1'b1;
-            end
-            if (s_mac_tlast) begin
-                ib <= 16'd0;
-                ilen <= 16'd0;
-                ibad <= 1'b0;
-                idrop <= 1'b0;
-                if (commit_ok) begin
-                    wr_commit <= wr_ptr + 1'b1;
-                    imem[iwr[IA-1:0]] <= {to_queue, answered, hwr[HA-1:0], plen};
-                    iwr <= iwr + 1'b1;
-                    if (answered) begin
-                        hmem[hwr[HA-1:0]] <= {ans_hdr, ans_psum};
-                        hwr <= hwr + 1'b1;
-                    end
+        end else begin
+            if (in_beat) begin
+                if (s_mac_tlast) begin
+                    ib <= 16'd0;
+                    ilen <= 16'd0;
+                    ibad <= 1'b0;
                 end else begin
-                    wr_ptr <= wr_commit;
+                    ib <= (ib == 16'hffff) ? ib : ib + 16'd1;
+                    ilen <= len_next;
+                    icap <= cap_next;
+                    ibad <= ibad || s_mac_tuser;
                 end
-            end else begin
-                ib <= (ib == 16'hffff) ? ib : ib + 16'd1;
-                ilen <= len_next;
-                icap <= cap_next;
-                ibad <= ibad || s_mac_tuser;
-                idrop <= idrop || d_full;
             end
+            // The FIFO kept the frame whose tlast came in the cycle before.
+            if (f_good) begin
+                imem[iwr[IA-1:0]] <= {p_to_queue, p_answered, hwr[HA-1:0], p_plen};
+                iwr <= iwr + 1'b1;
+                if (p_answered) begin
+                    hmem[hwr[HA-1:0]] <= {p_ans_hdr, p_ans_psum};
+                    hwr <= hwr + 1'b1;
+                end
+            end
+        end
+        if (in_beat && s_mac_tlast) begin
+            p_to_queue <= to_queue;
+            p_answered <= answered;
+            p_model <= is_model;
+            p_bad <= ibad || s_mac_tuser;
+            p_runt <= is_runt;
+            p_keep <= keep_frame;
+            p_plen <= plen;
+            p_ans_hdr <= ans_hdr;
+            p_ans_psum <= ans_psum;
         end
     end
 
     // ================================================================ router
-    // Frame FIFO read side, first-word-fall-through over a synchronous-read memory.
-    reg [W+BW:0] head;
-    reg head_v;
-    wire pop;
-    wire fetch = (rd_ptr != wr_commit) && (!head_v || pop);
-    always @(posedge clk) begin
-        if (rst) begin
-            rd_ptr <= 0;
-            head_v <= 1'b0;
-        end else begin
-            if (fetch) begin
-                head <= dmem[rd_ptr[FA-1:0]];
-                rd_ptr <= rd_ptr + 1'b1;
-            end
-            head_v <= fetch || (head_v && !pop);
-        end
-    end
-    wire [W-1:0] cur = head[W-1:0];
-    wire [BW-1:0] cur_keep = head[W +: BW];
-    wire cur_last = head[W+BW];
 
     localparam [1:0] R_IDLE = 2'd0, R_FWD = 2'd1, R_QUEUE = 2'd2;
     reg [1:0] rstate;
@@ -489,17 +512,19 @@ module olaf_udp #(
     end
 
     // ================================================================ counters
+    // Each frame's tlast gets exactly one FIFO verdict in the next cycle; the reason for
+    // a drop is the first of: bad, runt, filtered, no room (FIFO, frame info, answers).
     wire rx_end = in_beat && s_mac_tlast;
-    wire rx_bad = ibad || s_mac_tuser;
+    wire f_drop = f_bad || f_overflow;
     wire [NCNT-1:0] cnt_inc;
     assign cnt_inc[CNT_RX_FRAMES] = rx_end;
-    assign cnt_inc[CNT_RX_BAD] = rx_end && rx_bad;
-    assign cnt_inc[CNT_RX_RUNT] = rx_end && !rx_bad && is_runt;
-    assign cnt_inc[CNT_RX_FILTERED] = rx_end && !rx_bad && !is_runt && !keep_frame;
-    assign cnt_inc[CNT_RX_OVERFLOW] = rx_end && !rx_bad && !is_runt && keep_frame && !commit_ok;
-    assign cnt_inc[CNT_TO_QUEUE] = rx_end && commit_ok && to_queue;
-    assign cnt_inc[CNT_FWD_MODEL] = rx_end && commit_ok && is_model;
-    assign cnt_inc[CNT_FWD_OTHER] = rx_end && commit_ok && !is_olaf;
+    assign cnt_inc[CNT_RX_BAD] = f_drop && p_bad;
+    assign cnt_inc[CNT_RX_RUNT] = f_drop && !p_bad && p_runt;
+    assign cnt_inc[CNT_RX_FILTERED] = f_drop && !p_bad && !p_runt && !p_keep;
+    assign cnt_inc[CNT_RX_OVERFLOW] = f_drop && !p_bad && !p_runt && p_keep;
+    assign cnt_inc[CNT_TO_QUEUE] = f_good && p_to_queue;
+    assign cnt_inc[CNT_FWD_MODEL] = f_good && p_model;
+    assign cnt_inc[CNT_FWD_OTHER] = f_good && !p_to_queue && !p_model;
     assign cnt_inc[CNT_TX_ANSWERS] = m_mac_tvalid && m_mac_tready && m_mac_tlast;
     assign cnt_inc[CNT_ANSWER_MISMATCH] = estate == E_IDLE && s_q_tvalid
                                        && (a_no_slot || !a_in_ring || a_skip != 0);

@@ -22,17 +22,17 @@ from pathlib import Path
 
 FPGA_DIR = Path(__file__).resolve().parent.parent
 RTL_DIR = FPGA_DIR / "rtl"
-DEFAULT_SOURCES = [RTL_DIR / "axis_fifo.v", RTL_DIR / "olaf_queue.v"]
-TOP = "olaf_queue"
+DEFAULT_SOURCES = sorted(RTL_DIR.glob("*.v"))
 
 
-def yosys_script(sources: list[Path], params: dict[str, int], stat_file: Path, sta_file: Path) -> str:
+def yosys_script(sources: list[Path], top: str, params: dict[str, int], stat_file: Path,
+                 sta_file: Path) -> str:
     chparam = " ".join(f"-set {k} {v}" for k, v in params.items())
     reads = "; ".join(f"read_verilog -defer {src}" for src in sources)
-    chparam_cmd = f"chparam {chparam} {TOP}; " if chparam else ""
+    chparam_cmd = f"chparam {chparam} {top}; " if chparam else ""
     return (
-        f"{reads}; {chparam_cmd}hierarchy -top {TOP}; "
-        f"synth_xilinx -family xc7 -noiopad -flatten -top {TOP}; "
+        f"{reads}; {chparam_cmd}hierarchy -top {top}; "
+        f"synth_xilinx -family xc7 -noiopad -flatten -top {top}; "
         f"tee -q -o {stat_file} stat; tee -q -o {sta_file} sta"
     )
 
@@ -64,12 +64,13 @@ def summarize(cells: dict[str, int]) -> str:
             f" RAMB36 {cells.get('RAMB36E1', 0)}; {listed}")
 
 
-def run(sources: list[Path], params: dict[str, int]) -> tuple[float, list[str], dict[str, int]]:
+def run(sources: list[Path], params: dict[str, int],
+        top: str = "olaf_queue") -> tuple[float, list[str], dict[str, int]]:
     if shutil.which("yosys") is None:
         raise RuntimeError("yosys is not installed (apt-get install yosys)")
     with tempfile.TemporaryDirectory() as tmp:
         stat_file, sta_file = Path(tmp) / "stat.txt", Path(tmp) / "sta.txt"
-        script = yosys_script(sources, params, stat_file, sta_file)
+        script = yosys_script(sources, top, params, stat_file, sta_file)
         proc = subprocess.run(["yosys", "-q", "-p", script], capture_output=True, text=True)
         if proc.returncode != 0:
             raise RuntimeError(f"yosys failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
@@ -84,6 +85,8 @@ def main() -> int:
                         help="override a module parameter (repeatable)")
     parser.add_argument("--rtl", action="append", type=Path, help="source files (default: fpga/rtl)")
     parser.add_argument("--path", action="store_true", help="print every cell on the worst path")
+    parser.add_argument("--top", default="olaf_queue",
+                        help="top module (olaf_queue, olaf_udp, olaf_top, ...)")
     args = parser.parse_args()
     params = {}
     for item in args.param:
@@ -93,8 +96,8 @@ def main() -> int:
             return 2
         params[name] = int(value)
     sources = args.rtl or [src for src in DEFAULT_SOURCES if src.exists()]
-    worst, path, cells = run(sources, params)
-    print(f"yosys synth_xilinx -family xc7 + sta, {TOP} {params or 'default parameters'}")
+    worst, path, cells = run(sources, params, args.top)
+    print(f"yosys synth_xilinx -family xc7 + sta, {args.top} {params or 'default parameters'}")
     print(f"worst path {worst:.3f} ns (cell delays only, no routing) -> {1000 / worst:.0f} MHz")
     if path:
         shown = path if args.path else path[:2] + ["..."] + path[-3:]

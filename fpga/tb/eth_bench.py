@@ -48,7 +48,8 @@ from worker_transport.protocol import OLAF_PORT, MsgType
 TOPLEVEL = "olaf_top"
 WIDTH = 64
 RTL_SOURCES = [FPGA_DIR / "rtl" / name for name in
-               ("olaf_top.v", "olaf_udp.v", "olaf_axil_regs.v", "olaf_queue.v", "axis_fifo.v")]
+               ("olaf_top.v", "olaf_udp.v", "olaf_axil_regs.v", "olaf_queue.v", "olaf_verdict.v",
+                "axis_fifo.v")]
 IN_PORT, FWD_PORT = 0, 1
 """Reference switch ports: the FPGA's MAC port, and where routed / flooded frames go."""
 MIN_FRAME = 60

@@ -30,7 +30,8 @@ from worker_transport.protocol import FLAG_CONGESTED, HEADER_LEN, Mode, MsgType,
 
 FPGA_DIR = Path(__file__).resolve().parent.parent
 TB_DIR = FPGA_DIR / "tb"
-RTL_SOURCES = [FPGA_DIR / "rtl" / "axis_fifo.v", FPGA_DIR / "rtl" / "olaf_queue.v"]
+RTL_SOURCES = [FPGA_DIR / "rtl" / name for name in ("axis_fifo.v", "olaf_verdict.v", "olaf_queue.v")]
+"""The queue's sources; olaf_queue.v last (the mutant test edits the last one)."""
 TOPLEVEL = "olaf_queue"
 SIMULATORS = ("verilator", "icarus")
 

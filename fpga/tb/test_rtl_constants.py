@@ -1,7 +1,7 @@
 """The RTL's wire constants agree with worker_transport (DESIGN.md §6: checked by a test).
 
-Reads the localparams of fpga/rtl/olaf_queue.v and compares message types, outcomes,
-invalid-message verdicts and the header length with the Python definitions, so a
+Reads the localparams of the queue's RTL (olaf_queue.v, olaf_verdict.v) and compares
+message types, outcomes, invalid-message verdicts and the header length with the Python definitions, so a
 renumbering on either side fails here before any simulation runs.
 """
 
@@ -18,12 +18,16 @@ ASSIGNMENT = re.compile(r"\b([A-Z][A-Z0-9_]*)\s*=\s*(?:\d+'d)?(\d+)\b")
 
 
 def rtl_localparams() -> dict[str, int]:
-    """Every ``NAME = value`` (decimal or sized ``N'dV``) inside localparam statements."""
-    text = re.sub(r"//.*", "", RTL_SOURCES[-1].read_text())
+    """Every ``NAME = value`` (decimal or sized ``N'dV``) inside localparam statements.
+
+    A name declared in more than one file must have one value everywhere.
+    """
     values: dict[str, int] = {}
-    for statement in re.findall(r"localparam\b(.*?);", text, flags=re.S):
-        for name, value in ASSIGNMENT.findall(statement):
-            values[name] = int(value)
+    for src in RTL_SOURCES:
+        text = re.sub(r"//.*", "", src.read_text())
+        for statement in re.findall(r"localparam\b(.*?);", text, flags=re.S):
+            for name, value in ASSIGNMENT.findall(statement):
+                assert values.setdefault(name, int(value)) == int(value), f"{name} differs in {src.name}"
     return values
 
 
