@@ -93,19 +93,19 @@ def assert_session_empty(sid: int, timeout: float = 15.0) -> None:
     assert left == []
 
 
-@pytest.mark.timeout(400)
+@pytest.mark.timeout(1500)
 def test_kill_9_of_a_worker_process_is_restarted_counted_and_the_run_learns(tmp_path: Path) -> None:
     run = OlafRun(["--workers", "4", "--processes", "2", "--total-steps", "150000",
-                   "--duration", "240", "--eval-every", "5000", "--target-reward", str(TARGET),
+                   "--duration", "600", "--eval-every", "5000", "--target-reward", str(TARGET),
                    "--seed", "2"], tmp_path / "run")
-    status = run.wait_for(lambda s: s["env_steps"] >= 4000, 200, "4000 env steps")
+    status = run.wait_for(lambda s: s["env_steps"] >= 4000, 500, "4000 env steps")
     victim = status["processes"]["olaf-worker-1"]
     os.kill(victim, signal.SIGKILL)
     # The restarted process has a new PID and hosts the same logical workers.
-    after = run.wait_for(lambda s: s["restarts"] >= 1, 60, "the restart")
+    after = run.wait_for(lambda s: s["restarts"] >= 1, 120, "the restart")
     assert after["processes"]["olaf-worker-1"] != victim
     assert after["logical_workers"]["olaf-worker-1"] == status["logical_workers"]["olaf-worker-1"]
-    output = run.finish(timeout=300)
+    output = run.finish(timeout=800)
     assert run.proc.returncode == 0, output
     summary = run.summary()
     assert summary["worker_restarts"] == 1, output

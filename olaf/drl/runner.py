@@ -857,8 +857,9 @@ class _Loop:
             if self.result.restarts >= self.cfg.max_restarts:
                 raise RuntimeError(f"worker process {child.name} exited with {code} after "
                                    f"{self.result.restarts} restarts (max_restarts)")
-            # What it reported before it died still counts.
-            _drain_queue(child.events, self.result, self.recent, self.counters, self.t0)
+            # Its queue is dropped unread: a message it was writing when it died would block
+            # the reader for good (this process holds the pipe's write end too). At most one
+            # PROGRESS_PERIOD of its steps and episodes goes uncounted.
             child.proc.join(0)
             for q in (child.events, child.requests):
                 if q is not None:
