@@ -30,9 +30,10 @@ def _positive_int(text: str) -> int:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from olaf.drl.cli_args import add_run_arguments
+    from olaf.drl.cli_args import add_backend_arguments, add_run_arguments
 
     add_run_arguments(parser, duration=DEFAULT_DURATION)
+    add_backend_arguments(parser)
     parser.add_argument("--mode", choices=("olaf", "fifo"), default="olaf",
                         help="olaf: merge/replace/drop + P_s senders; fifo: drop-tail baseline")
     parser.add_argument("--always-send", action="store_true",
@@ -98,6 +99,10 @@ def _resume_config(args: argparse.Namespace) -> tuple[Any, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.backend != "local" or args.address or args.switch or args.switch_port is not None:
+        from olaf.drl.ray_backend import run_command
+
+        return run_command(args)
     from rich.console import Console
 
     from olaf.drl.cli_args import check_env, config_from_args, resolve_target, usage_error

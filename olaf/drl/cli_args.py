@@ -243,3 +243,33 @@ def check_env(cfg: RunConfig) -> RunConfig:
     except ValueError as exc:
         usage_error(f"olaf: error: {cfg.env_id}: {exc}")
     return replace(cfg)
+
+
+def _switch_address(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT of a running switch, got {text!r}")
+    return host.strip("[]"), int(port)
+
+
+def _udp_port(text: str) -> int:
+    if not text.isdigit() or int(text) > 65535:
+        raise argparse.ArgumentTypeError(f"expected a UDP port 0..65535, got {text!r}")
+    return int(text)
+
+
+def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where ``olaf run`` runs: here (local) or across a Ray cluster (docs/ray.md)."""
+    group = parser.add_argument_group("backend (docs/ray.md)")
+    group.add_argument("--backend", choices=("local", "ray"), default="local",
+                       help="local: every process on this machine (default); ray: the PS and "
+                       "the worker processes as actors on an existing Ray cluster")
+    group.add_argument("--address", default=None, metavar="ADDR",
+                       help="--backend ray: the cluster, as ray.init takes it (default auto: "
+                       "the one `ray start --head` started here)")
+    group.add_argument("--switch", type=_switch_address, default=None, metavar="HOST:PORT",
+                       help="--backend ray: a running switch's UDP address (olaf switch --listen, "
+                       "bmv2, Tofino, FPGA); default: a software switch actor on the head node")
+    group.add_argument("--switch-port", type=_udp_port, default=None, metavar="PORT",
+                       help="--backend ray without --switch: UDP port of the software switch on "
+                       "the head node (default 20300; 0 picks a free one)")
