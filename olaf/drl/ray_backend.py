@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import math
 import os
 import sys
@@ -472,7 +473,7 @@ def _connect(ray: Any, address: str) -> None:
     try:
         # log_to_driver off: the live display owns the terminal; actor errors come back
         # as exceptions of the calls that hit them.
-        ray.init(address=address, log_to_driver=False, logging_level="ERROR")
+        ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR)
     except (ConnectionError, RuntimeError, ValueError) as exc:
         hint = ("start one with `ray start --head`, or give --address HOST:PORT"
                 if address == "auto" else "is the address right and the cluster up?")
@@ -734,7 +735,7 @@ class _DriverLoop:
             updates_probes=int(tx["probes"]), p_s_mean=p_s_mean,
             eval_return=(self.result.evaluations[-1][2] if self.result.evaluations
                          else math.nan),
-            learner=learner)
+            learner=learner, active_workers=cfg.workers)
         self.result.timeline.append(snap)
         if self.tb is not None:
             self.tb.snapshot(snap)
@@ -759,6 +760,7 @@ class _DriverLoop:
             with contextlib.suppress(Exception):
                 ray.get(w.close.remote(), timeout=STOP_TIMEOUT)
         result.senders = finals
+        result.active_workers = self.cfg.workers
         ps = _get(ray, actors.ps.finish.remote(), CALL_TIMEOUT, "the parameter server")
         result.wall_time = time.time() - self.t0
         result.model_version, result.blocks_applied = ps["model_version"], ps["blocks_applied"]
