@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from tests.test_run import _session_members as session_members
+
 ROOT = Path(__file__).resolve().parents[1]
 TARGET = 150.0
 """Greedy CartPole-v1 return that counts as learned here: a random policy averages about
@@ -66,20 +68,6 @@ class OlafRun:
     def csv(self, name: str) -> list[dict[str, str]]:
         with (self.out / name).open() as f:
             return list(csv.DictReader(f))
-
-
-def session_members(sid: int) -> list[int]:
-    members = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except (FileNotFoundError, ProcessLookupError, IndexError):
-            continue
-        if int(fields[3]) == sid:
-            members.append(int(entry.name))
-    return members
 
 
 def assert_session_empty(sid: int, timeout: float = 15.0) -> None:
