@@ -610,6 +610,7 @@ class _DriverLoop:
         self.tx: dict[int, dict[str, Any]] = {}
         self.learner: dict[int, dict[str, float]] = {}
         self.last_draws, self.last_p_sum = 0.0, 0.0
+        self.pending_eval: Any = None
         self.controller = None
         if actors.switch is not None:
             switch = actors.switch
@@ -647,7 +648,6 @@ class _DriverLoop:
         ray, cfg, result, actors = self.ray, self.cfg, self.result, self.actors
         next_progress = next_control = next_sample = time.time()
         next_eval = 0
-        pending_eval = None
         while True:
             now = time.time()
             elapsed = now - self.t0
@@ -659,14 +659,14 @@ class _DriverLoop:
                 i = runs.index(ended[0])
                 _get(ray, ended[0], CALL_TIMEOUT, f"worker actor {i}")
                 raise RuntimeError(f"worker actor {i} stopped before it was told to")
-            if pending_eval is not None:
-                done, _ = ray.wait([pending_eval], timeout=0)
+            if self.pending_eval is not None:
+                done, _ = ray.wait([self.pending_eval], timeout=0)
                 if done:
                     self._record_eval(_get(ray, done[0], CALL_TIMEOUT, "the evaluator"))
-                    pending_eval = None
-            if pending_eval is None and self.steps >= next_eval:
+                    self.pending_eval = None
+            if self.pending_eval is None and self.steps >= next_eval:
                 # One at a time, on the weights published now: a slow evaluator skips points.
-                pending_eval = actors.evaluator.evaluate.remote(
+                self.pending_eval = actors.evaluator.evaluate.remote(
                     actors.ps.weights.remote(-1), self.steps, elapsed)
                 next_eval = self.steps + cfg.eval_every
             if self.controller is not None and now >= next_control:
@@ -759,6 +759,11 @@ class _DriverLoop:
         for w in actors.workers:
             with contextlib.suppress(Exception):
                 ray.get(w.close.remote(), timeout=STOP_TIMEOUT)
+        if self.pending_eval is not None:
+            # As the local backend drains its evaluator's last report: an evaluation asked
+            # for during the run counts even if it ends after the stop.
+            with contextlib.suppress(Exception):
+                self._record_eval(ray.get(self.pending_eval, timeout=READY_TIMEOUT))
         result.senders = finals
         result.active_workers = self.cfg.workers
         ps = _get(ray, actors.ps.finish.remote(), CALL_TIMEOUT, "the parameter server")
