@@ -38,8 +38,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def record_episode(policy: Any, env_id: str, seed: int) -> tuple[list[Any], float, float]:
-    """Frames, return and the environment's frames per second of one greedy episode,
-    played by ``evaluate_greedy`` itself.
+    """Frames, return and the environment's frames per second of one greedy episode of
+    ``policy`` (a model, as ``evaluate_greedy`` takes it), played by ``evaluate_greedy`` itself.
 
     The episode runs through a throw-away registration of ``env_id`` made with
     ``render_mode="rgb_array"`` and wrapped to keep every frame, so the actions are chosen
@@ -104,22 +104,27 @@ def run(args: argparse.Namespace) -> int:
 
     import torch
 
+    from olaf.algorithm import initial_model, load_flat_parameters
     from olaf.drl.evaluation import EVAL_SEED_OFFSET, evaluate_greedy
-    from olaf.drl.model import build_model
+    from olaf.drl.learners import make_algorithm
 
     torch.set_num_threads(1)
     cfg = ckpt.config
-    model = build_model(cfg.env_id, cfg.algo_config.hidden, cfg.seed)
-    model.load_flat_parameters(ckpt.ps["params"])
+    # The model the run's evaluator builds, of the run's algorithm (built-in or MODULE:CLASS).
+    try:
+        model = initial_model(make_algorithm(cfg), cfg.env_id, cfg.seed)
+        load_flat_parameters(model, ckpt.ps["params"])
+    except (ValueError, ImportError) as exc:
+        return fail(f"cannot rebuild the checkpoint's model ({cfg.algo} on {cfg.env_id}): {exc}")
     episodes = args.episodes or cfg.eval_episodes
     seed = args.seed if args.seed is not None else EVAL_SEED_OFFSET + 10_007 * cfg.seed
-    returns = evaluate_greedy(model.policy, cfg.env_id, episodes, seed)
+    returns = evaluate_greedy(model, cfg.env_id, episodes, seed)
     out = {"checkpoint": str(args.checkpoint), "env": cfg.env_id, "env_steps": ckpt.env_steps,
            "model_version": ckpt.model_version, "episodes": episodes, "seed": seed,
            "mean": float(returns.mean()), "std": float(returns.std()),
            "returns": returns.tolist()}
     if args.gif is not None:
-        frames, ret, fps = record_episode(model.policy, cfg.env_id, seed)
+        frames, ret, fps = record_episode(model, cfg.env_id, seed)
         write_gif(frames, args.gif, fps)
         out.update(gif=str(args.gif), gif_frames=len(frames), gif_return=ret)
     if args.json:
