@@ -25,6 +25,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.switch_process import running_switch
+
 RAY_START_TIMEOUT = 600.0
 """Seconds ``ray start`` gets; a loaded 2-core machine takes minutes to bring up the head."""
 RUN_TIMEOUT = 900.0
@@ -197,3 +199,27 @@ def test_ray_backend_trains_through_the_software_switch(ray_head: tuple[str, dic
     assert len({p["pid"] for p in placement["worker_processes"]}) == 3
     assert placement["switch_address"][0] == "127.0.0.1"
     assert s["evaluations"] >= 1 and s["final_eval_return"] > 0
+
+
+def test_ray_backend_trains_through_a_switch_given_by_address(
+        ray_head: tuple[str, dict[str, str]], tmp_path: Path) -> None:
+    address, env = ray_head
+    out = tmp_path / "run"
+    with running_switch("--listen", "127.0.0.1:0", timeout=120) as sw:
+        proc = _olaf("run", "--backend", "ray", "--address", address,
+                     "--switch", f"{sw.address[0]}:{sw.address[1]}", "--env", "CartPole-v1",
+                     "--workers", "2", "--processes", "1", "--total-steps", "2000",
+                     "--eval-every", "1000000", "--eval-episodes", "2", "--out", str(out),
+                     env=env, timeout=RUN_TIMEOUT)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    s = _summary(out)
+    judged = sw.final["outcomes"]
+    # The running switch (no actor of the run) judged the UPDATEs and answered PULLs ...
+    assert judged["ENQUEUED"] + judged["MERGED"] + judged["REPLACED"] > 0
+    assert sw.final["msg_types"].get("3", 0) > 0
+    # ... the summary's outcomes are the ACKs the workers counted, never more than it judged ...
+    assert sum(s["outcomes"].values()) > 0
+    assert all(n <= judged[name] for name, n in s["outcomes"].items())
+    # ... and the PS learned from what it pulled.
+    assert s["data_blocks"] > 0 and s["blocks_applied"] > 0 and s["model_version"] > 0
+    assert s["env_steps"] >= 2000
