@@ -95,17 +95,16 @@ struct headers_t {
 }
 
 /* The decision of the first pass, carried to the second in the 64-bit resubmit
- * header (Tofino 1's limit). */
+ * header (Tofino 1's limit). The key travels with it so that the second pass finds the
+ * index cell and the cluster count of a popped slot without reading the slot first. */
 header olaf_resubmit_t {
-    bit<8>  marker;   /* OLAF_RESUBMIT_MARKER */
     bit<8>  op;       /* OP_* */
     bit<8>  outcome;  /* the ACK's outcome for UPDATE ops */
-    bit<8>  pad0;
     bit<16> slot;     /* the slot the op works on */
-    bit<16> pad1;
+    bit<16> cluster;  /* the slot's cluster_id */
+    bit<16> block;    /* the slot's block_id */
 }
 
-const bit<8> OLAF_RESUBMIT_MARKER = 0xA5;
 const bit<3> RESUBMIT_TYPE_OLAF = 1;
 
 const bit<8> OP_STORE = 1;    /* REPLACED: the slot takes the update */
@@ -115,27 +114,36 @@ const bit<8> OP_POP = 4;      /* PULL with a queued slot: DATA */
 const bit<8> OP_EMPTY = 5;    /* PULL on an empty queue: EMPTY */
 const bit<8> OP_DROP = 6;     /* DROPPED_REWARD or DROPPED_FULL: ACK only */
 const bit<8> OP_MERGE_UP = 7; /* MERGED, and the update's reward is the max */
+const bit<8> OP_INVALID = 8;  /* DROPPED_INVALID: answered in pass 2, no lock held, no state */
+
+/* First-pass verdicts beside VERDICT_* of ../include/constants.p4: what `classify` says
+ * about traffic that the queue does not handle. */
+const bit<8> VERDICT_ROUTE = 0x80;     /* IPv4, not OLAF: ipv4_lpm */
+const bit<8> VERDICT_NOT_IPV4 = 0x81;  /* dropped */
+const bit<8> VERDICT_MODEL = 0x82;     /* a valid MODEL: counted, then ipv4_lpm */
 
 /* Signed differences whose sign bits stand in for comparisons (Tofino's gateways
  * compare a field with a constant, not two fields): each is computed in an earlier
- * table than the `if` that tests its top bit. */
+ * table than the one that matches on its top bit. */
 struct ingress_metadata_t {
     olaf_resubmit_t resub;
     bit<1>   is_olaf;
     PortId_t port_in;          /* the port the packet first arrived on */
+    bit<8>   verdict;          /* VERDICT_*: from the header (classify), then the config (validate) */
     bit<8>   cfg_mode;
     int<32>  cfg_threshold;
     bit<16>  cfg_congestion_threshold;
     bit<8>   cfg_frac_bits;
     bit<16>  cfg_capacity;
-    bit<16>  len_diff;         /* udp.len - OLAF_MIN_UDP_LEN: bit 15 set when too short */
     bit<8>   frac_xor;         /* frac_bits ^ configured: 0 when they agree */
     bit<16>  cluster_room;     /* max_clusters - cluster_id: in 1..2^15-1 when in range */
     bit<16>  block_room;       /* max_blocks - block_id: in 1..2^15-1 when in range */
-    bit<32>  slot_key;         /* cluster_id ++ block_id of the slot being worked on */
+    bit<32>  slot_key;         /* cluster_id ++ block_id: the popped slot's (pass 1), the update's (pass 2) */
     bit<8>   was_locked;
     bit<16>  occupied;
     bit<16>  occ_diff;         /* occupied - capacity: bit 15 set when not full */
+    bit<16>  write_slot;       /* write_ptr as pass 1 read it: an append's slot */
+    bit<16>  read_slot;        /* read_ptr as pass 1 read it: a pop's slot */
     bit<16>  entry;            /* index entry: the slot, or 0 */
     bit<16>  slot_agg;
     bit<16>  slot_worker;
@@ -146,7 +154,6 @@ struct ingress_metadata_t {
     int<32>  up_margin;        /* up_diff |-| threshold: negative when up_diff < threshold */
     int<32>  down_margin;      /* down_diff |-| threshold */
     bit<16>  cluster_slots;    /* the cluster's queued slots, before (append) or after (pop) */
-    bit<16>  active;
     bit<16>  util;
     bit<16>  cong_diff;        /* util - congestion threshold: bit 15 clear when congested */
 }

@@ -1,7 +1,6 @@
 /* OLAF on Tofino (TNA): the OlafQueue of DESIGN.md sections 2-3 with V = 32.
- * Build with the Intel P4 Studio / open-p4studio compiler (see p4/README.md):
- *   bf-p4c --target tofino --arch tna -o build_tna p4/tna/olaf_tna.p4
- * Not compiled here: no Tofino compiler is installed on the development machines. */
+ * Compiled for Tofino 1 by tests/test_tna.py (p4/README.md, "TNA"):
+ *   p4c-barefoot --target tofino --arch tna -o build/tofino p4/tna/olaf_tna.p4 */
 #include <core.p4>
 #include <tna.p4>
 

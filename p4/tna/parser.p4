@@ -23,7 +23,7 @@ parser OlafIngressParser(packet_in pkt,
         md.cfg_congestion_threshold = 0;
         md.cfg_frac_bits = 0;
         md.cfg_capacity = 0;
-        md.len_diff = 0;
+        md.verdict = 0;
         md.frac_xor = 0;
         md.cluster_room = 0;
         md.block_room = 0;
@@ -31,6 +31,8 @@ parser OlafIngressParser(packet_in pkt,
         md.was_locked = 0;
         md.occupied = 0;
         md.occ_diff = 0;
+        md.write_slot = 0;
+        md.read_slot = 0;
         md.entry = 0;
         md.slot_agg = 0;
         md.slot_worker = 0;
@@ -41,7 +43,6 @@ parser OlafIngressParser(packet_in pkt,
         md.up_margin = 0;
         md.down_margin = 0;
         md.cluster_slots = 0;
-        md.active = 0;
         md.util = 0;
         md.cong_diff = 0;
         transition select(ig_intr_md.resubmit_flag) {

@@ -2,12 +2,14 @@
 
 Neither Tofino's assembler (bfas) nor a Tofino model is available, so the TNA program's
 behaviour is checked by running its own text: preprocessing (#include, #define, -D),
-parser states with header stacks, controls with actions and tables (exact, lpm and
-const entries), sub-control calls with copy-in/copy-out, casts, wrap-around and
-saturating arithmetic on bit<W>/int<W>, and Tofino 1's pipeline as the program uses it:
-Register/RegisterAction (the apply body runs on the cell; one access per Register per
-packet pass; the index a field, a constant or a Hash output, as bf-p4c demands), Hash
-(IDENTITY), Counter, Random, Checksum, the 64-bit resubmit header (once per packet) and
+parser states with header stacks, controls with actions and tables (exact and lpm
+entries installed at run time; const entries on exact and ternary keys, `value &&& mask`
+and `_`, the first matching entry winning; @stage and other annotations skipped),
+sub-control calls with copy-in/copy-out, casts, wrap-around and saturating arithmetic
+on bit<W>/int<W>, and Tofino 1's pipeline as the program uses it: Register/RegisterAction
+(the apply body runs on the cell; one access per Register per packet pass; the index a
+field, a constant or a Hash output, as bf-p4c demands), Hash (IDENTITY), Counter,
+Random, Checksum, the 64-bit resubmit header (once per packet) and
 recirculation through port 68, with intrinsic metadata reduced to the fields used.
 
 What fits Tofino (stages, PHV, stateful ALU programs, gateways) is p4c-barefoot's to
@@ -270,6 +272,7 @@ class Cursor:
 
 
 BINARY = [
+    ["&&&"],  # value &&& mask: only in a ternary table's keyset
     ["||"],
     ["&&"],
     ["==", "!="],
@@ -589,7 +592,7 @@ def parse_control_decl(c: Cursor, ctl: Control, types: set[str]) -> None:
                     acts.append(c.take())
                     c.take(";")
                 props["actions"] = acts
-            elif prop == "entries":  # after `const`: `key : action(args);`, exact keys only
+            elif prop == "entries":  # after `const`: `keyset : action(args);`, in priority order
                 c.take("{")
                 const_entries = []
                 while not c.accept("}"):
@@ -715,7 +718,8 @@ class Switch:
 
     @staticmethod
     def match(keys: list[tuple[Val, str]], want: tuple[Any, ...]) -> int | None:
-        """None if the entry does not match; else its priority (longest prefix first)."""
+        """None if the entry does not match; else its priority (longest prefix first).
+        A ternary key takes (value, mask)."""
         score = 0
         for (value, kind), w in zip(keys, want, strict=True):
             if kind == "exact":
@@ -727,9 +731,33 @@ class Switch:
                 if value.v >> shift != prefix >> shift:
                     return None
                 score += length
+            elif kind == "ternary":
+                wanted, mask = w
+                if (value.v ^ wanted) & mask:
+                    return None
             else:
                 raise P4SimError(f"match kind {kind} is not supported")
         return score
+
+    def keyset_matches(self, keys: list[tuple[Any, str]], keyset: list[Any], env: dict[str, Any]) -> bool:
+        """A const entry's keyset against the key values: `_` (or `default`) matches
+        anything, `value &&& mask` a ternary key's masked bits, anything else equality."""
+        for (value, kind), element in zip(keys, keyset, strict=True):
+            if element in (("name", "_"), ("name", "default")):
+                continue
+            if element[0] == "bin" and element[1] == "&&&":
+                if kind != "ternary":
+                    raise P4SimError(f"a mask on a {kind} key")
+                wanted = self.as_int(self.eval(element[2], env))
+                mask = self.as_int(self.eval(element[3], env))
+                if (self.as_int(value) ^ wanted) & mask:
+                    return False
+                continue
+            if kind not in ("exact", "ternary"):
+                raise P4SimError(f"const entries on a {kind} key")
+            if self.as_int(value) != self.as_int(self.eval(element, env)):
+                return False
+        return True
 
     def allocate(self, key: str, kind: str, args: list[Any]) -> None:
         """Create the state of a register or counter instance the first time it is seen."""
@@ -1061,6 +1089,8 @@ class Switch:
             raise P4SimError(f"unsupported function {name}")
 
     def run_action(self, name: str, values: list[Any], env: dict[str, Any]) -> None:
+        if name == "NoAction" and not values:
+            return
         params, body = env["__actions__"][name]
         local = dict(env)
         for p, v in zip(params, values, strict=True):
@@ -1073,15 +1103,14 @@ class Switch:
         tables = env.get("__tables__", {})
         if name in tables:
             props = tables[name]
-            for key, action, arg_exprs in props.get("const_entries", ()):
-                want = self.eval(key, env)
-                want = want if isinstance(want, list) else [want]
-                got = [self.eval(k, env) for k, _ in props["key"]]
-                if [kind for _, kind in props["key"]] != ["exact"] * len(got):
-                    raise P4SimError(f"table {name}: const entries need exact keys here")
-                if [g.v for g in got] == [w.v for w in want]:
-                    self.run_action(action, [self.eval(a, env) for a in arg_exprs], env)
-                    return {"hit": True, "miss": False}
+            if props.get("const_entries"):
+                # The first matching entry wins: for a ternary table, the order is the priority.
+                keys = [(self.eval(k, env), kind) for k, kind in props["key"]]
+                for keyset, action, arg_exprs in props["const_entries"]:
+                    elements = keyset[1] if keyset[0] == "tuple" else [keyset]
+                    if self.keyset_matches(keys, elements, env):
+                        self.run_action(action, [self.eval(a, env) for a in arg_exprs], env)
+                        return {"hit": True, "miss": False}
             entries = self.entries.get(f"{env['__path__']}.{name}", [])
             if entries:
                 keys = [(self.eval(k, env), kind) for k, kind in props["key"]]
@@ -1094,9 +1123,7 @@ class Switch:
                     self.run_action(best[1], [Val(v, T(None)) for v in best[2]], env)
                     return {"hit": True, "miss": False}
             default = props["default_action"]
-            action, values = default[1][1], [self.eval(a, env) for a in default[2]]
-            if action != "NoAction":
-                self.run_action(action, values, env)
+            self.run_action(default[1][1], [self.eval(a, env) for a in default[2]], env)
             return {"hit": False, "miss": True}
         inst = env["__instances__"].get(name)
         if inst and inst[0] == "control":
