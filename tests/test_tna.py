@@ -42,7 +42,8 @@ def tofino_build(tmp_path_factory: pytest.TempPathFactory) -> Build:
         pytest.skip("p4c-barefoot not on PATH (scripts/setup.sh unpacks ../shared/p4tools/bf-p4c-bundle)")
     out = tmp_path_factory.mktemp("tofino")
     result = subprocess.run(
-        ["p4c-barefoot", "--target", "tofino", "--arch", "tna", "-o", str(out), str(TNA_MAIN)],
+        # -g: the compiler also writes pipe/logs/resources.json (read by resources()).
+        ["p4c-barefoot", "--target", "tofino", "--arch", "tna", "-g", "-o", str(out), str(TNA_MAIN)],
         capture_output=True,
         text=True,
         timeout=3600,
@@ -80,6 +81,27 @@ def phv_containers(bfa: str) -> dict[str, int]:
     return kinds
 
 
+def resources(out: Path) -> dict[str, list[int]]:
+    """Per ingress stage, from the compiler's pipe/logs/resources.json (written with -g):
+    SRAM and TCAM blocks, map RAMs, stateful (meter) ALUs, logical tables, gateways,
+    hash distribution units. The README's resource table is this, summed."""
+    stages = json.loads((out / "pipe" / "logs" / "resources.json").read_text())["resources"]["mau"]
+    kinds = {
+        "sram": ("rams", "srams"),
+        "tcam": ("tcams", "tcams"),
+        "map_ram": ("map_rams", "maprams"),
+        "stateful_alu": ("meter_alus", "meters"),
+        "logical_table": ("logical_tables", "ids"),
+        "gateway": ("gateways", "gateways"),
+        "hash_dist": ("hash_distribution_units", "units"),
+    }
+    table: dict[str, list[int]] = {kind: [] for kind in kinds}
+    for stage in sorted(stages["mau_stages"], key=lambda s: s["stage_number"]):
+        for kind, (group, items) in kinds.items():
+            table[kind].append(len(stage[group].get(items, [])))
+    return table
+
+
 def test_assembly_readers() -> None:
     bfa = (
         "phv ingress:\n  a: W1\n  b: { stage 0: H3(0..8) }\n  c: TW0\n"
@@ -112,6 +134,8 @@ def test_tna_program_fits_tofino1_stages(tofino_build: Build) -> None:
     per_stage = stateful_alus_per_stage(bfa)
     assert sum(per_stage.values()) == TNA_STATEFUL_ALUS, per_stage
     assert max(per_stage.values()) <= TOFINO1_SALUS_PER_STAGE, per_stage
+    # The compiler's own resource log agrees with the assembly, stage by stage.
+    assert resources(out)["stateful_alu"] == [per_stage.get(i, 0) for i in range(used["ingress"])]
 
 
 def _p4test() -> subprocess.CompletedProcess:
