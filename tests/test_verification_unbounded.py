@@ -220,3 +220,37 @@ HALF = Deployment(workers=2, clusters=2, capacity=1, pull_rate=Fraction(1, 2), h
 @pytest.mark.parametrize("prop", ["fairness", "responsiveness"])
 def test_search_follows_a_fractional_pull_rate(prop: str) -> None:
     search_matches_brute_force(HALF, prop, brute_force(HALF, prop))
+
+
+# -- the over-approximations tried first (other workers free, forced windows ignored) --------
+
+@pytest.mark.parametrize("prop", ["fairness", "responsiveness", "starvation"])
+def test_abstract_search_agrees_with_the_exact_one(prop: str) -> None:
+    # A closed over-approximation is a proof; a violating one hands over to the exact search,
+    # so the verdict (and the slot of a real violation) is the exact search's.
+    for dep in (Deployment(workers=3, horizon=12), THROTTLED,
+                Deployment(**{**THROTTLED.as_dict(), "aom_bound": 1, "fairness_threshold": 0,
+                              "starvation_bound": 0})):
+        rough = unbounded.search(dep, prop)
+        exact = unbounded.search(dep, prop, abstract=False)
+        assert (rough.status, rough.status == "violated" and rough.depth) == \
+            (exact.status, exact.status == "violated" and exact.depth), (dep, rough.reason)
+
+
+def test_default_deployment_closes_for_responsiveness_and_starvation() -> None:
+    # Eight workers: the per-target searches with the others unconstrained close in about a
+    # second of CPU (the exact search does not get past slot 2 in minutes).
+    for prop in ("responsiveness", "starvation"):
+        r = unbounded.search(Deployment(), prop)
+        assert r.status == "closed" and "over-approximation" in r.abstraction, (prop, r.reason)
+
+
+def test_abstraction_keeps_the_target_constrained(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Freeing the worker under test as well would lose the keeps-sending assumption.
+    assert unbounded.search(Deployment(workers=3, horizon=12), "responsiveness").status == "closed"
+    _patch(monkeypatch, System, "successors",
+           "if self.free_others and not keeps and t > 0:",
+           "if self.free_others and t > 0:")
+    rough = unbounded._search_targets(Deployment(workers=3, horizon=12), "responsiveness",
+                                      None, None, unbounded.MAX_STATES, free=True)
+    assert rough.status == "violated"

@@ -32,6 +32,7 @@ the budget ends first, the search has proved the slots up to the depth it finish
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -43,6 +44,7 @@ from verification.sending import forced, probe_gap
 INF = 1 << 30
 """A forced window that never ends (P_s = 1 at every age of the feedback)."""
 _WINDOW_SEARCH = 100_000
+_ORDER_CACHE = 20_000
 MAX_STATES = 400_000
 """Remembered states at which the search gives up (memory), reported as open."""
 
@@ -70,10 +72,13 @@ class UnboundedResult:
     """Per slot 0..depth: the worst metric over the states reached at that slot
     (bounded mode only: fairness' deviation, responsiveness' AoM of a kept worker,
     starvation's longest run), for cross-checks against the reference queue."""
+    abstraction: str = ""
+    """Empty: the exact transition system. Otherwise the over-approximation searched."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"engine": "explicit-state", "status": self.status, "depth": self.depth,
-                "states": self.states, "seconds": round(self.seconds, 3), "reason": self.reason}
+                "states": self.states, "seconds": round(self.seconds, 3), "reason": self.reason,
+                "abstraction": self.abstraction or "none (exact)"}
 
 
 def unsupported_reason(dep: Deployment) -> str | None:
@@ -90,11 +95,20 @@ def unsupported_reason(dep: Deployment) -> str | None:
 class System:
     """The transition system of one deployment and property."""
 
-    def __init__(self, dep: Deployment, prop: str, target: int | None = None) -> None:
+    def __init__(self, dep: Deployment, prop: str, target: int | None = None,
+                 free_others: bool = False, free_window: bool = False) -> None:
         reason = unsupported_reason(dep)
         if reason:
             raise Unsupported(reason)
         self.dep, self.prop, self.target = dep, prop, target
+        self.free_others = free_others and target is not None
+        """Over-approximation: the workers other than the one under test send or skip at
+        will after slot 0 (their feedback and skip counts are not tracked). Sound for a
+        property of the target alone: every real behaviour is one of these."""
+        self.free_window = free_window and dep.sender != "always"
+        """Over-approximation: a send is forced only by the probe (and before the first
+        ACK), never by P_s = 1 after a fresh ACK, so the ACKs' feedback is not tracked.
+        Every real behaviour is one of these (a forced send is one of the two choices)."""
         self.deadline: float | None = None
         """time.monotonic() after which a slot's expansion stops (_OutOfTime)."""
         n = dep.workers
@@ -156,6 +170,8 @@ class System:
 
     def must_send(self, since: int, win: int) -> bool:
         gap = since + 1
+        if self.free_window:
+            return self.pg is not None and gap >= self.pg
         return self.always or gap <= win or (self.pg is not None and gap >= self.pg)
 
     # -- states --------------------------------------------------------------------
@@ -178,6 +194,9 @@ class System:
         options: list[list[tuple[bool, int, bool]]] = []
         for u in range(n):
             since, win, _aom, keeps, _st = workers[u]
+            if self.free_others and not keeps and t > 0:
+                options.append([(True, 0, False), (False, 0, False)])
+                continue
             if t == 0 or self.must_send(since, win):
                 options.append([(True, 0, keeps)])
                 continue
@@ -189,11 +208,19 @@ class System:
                 options.append([(True, 0, keeps), (False, nxt, skip_keeps)])
         raw: set[tuple] = set()
         pulls = self.pulls[t % self.period]
+        tracked = frozenset(u for u in range(n) if not self.free_window and
+                            (workers[u][3] or not self.free_others))
+        # Whose credits the property reads (the relabelling moves the target, so this is
+        # taken from the state): the AoM of the workers that keep sending; none for
+        # starvation.
+        keeping = frozenset(u for u in range(n) if workers[u][3] and self.prop != "starvation")
         for choice in self._choices(queue, workers, options):
             if self.deadline is not None and time.monotonic() > self.deadline:
                 raise _OutOfTime
             senders = frozenset(u for u in range(n) if choice[u][0])
-            for q, acks, credited in self._orders(queue, senders, pulls):
+            for q, acks, credited in self._orders(queue, senders, pulls,
+                                                  self._groups(workers, choice), tracked,
+                                                  keeping):
                 row = []
                 for u in range(n):
                     sent, since, keeps = choice[u]
@@ -248,14 +275,31 @@ class System:
             out = nxt
         return out
 
-    def _orders(self, queue: tuple, senders: frozenset[int],
-                pulls: int) -> set[tuple[tuple, tuple, frozenset[int]]]:
+    def _groups(self, workers: tuple, choice: tuple) -> tuple[tuple[int, ...], ...]:
+        """Workers interchangeable within a slot: same cluster, same state before it and
+        same choice (their places in the queue may differ; ``_relabel`` orders by them)."""
+        by: dict[tuple, list[int]] = {}
+        for u in range(self.dep.workers):
+            by.setdefault((self.cluster[u], workers[u], choice[u]), []).append(u)
+        return tuple(tuple(g) for g in by.values() if len(g) > 1)
+
+    def _orders(self, queue: tuple, senders: frozenset[int], pulls: int,
+                groups: tuple[tuple[int, ...], ...] = (),
+                tracked: frozenset[int] | None = None,
+                credit: frozenset[int] | None = None) -> set[tuple[tuple, tuple, frozenset[int]]]:
         """Every (queue, ACK windows per worker, credited workers) after the slot's
-        messages in any order; partial orders with equal effects are merged."""
-        key = (queue, senders, pulls)
+        messages in any order; partial orders with equal effects are merged, and so are
+        those that differ only by a relabelling within a group of interchangeable
+        workers (``groups``). Only the ``tracked`` workers' ACKs and the ``credit``
+        workers' credits are recorded (None: everyone's): the others are never read."""
+        key = (queue, senders, pulls, groups, tracked, credit)
         if key in self._order_cache:
             return self._order_cache[key]
         n = self.dep.workers
+        group_of = [-1] * n
+        for i, g in enumerate(groups):
+            for u in g:
+                group_of[u] = i
         layer = {(queue, senders, pulls, (0,) * n, frozenset())}
         for _ in range(len(senders) + pulls):
             nxt = set()
@@ -264,30 +308,77 @@ class System:
                     raise _OutOfTime
                 if p:
                     q2, got = self._pull(q)
-                    nxt.add((q2, left, p - 1, acks, cred | got))
+                    if credit is not None:
+                        got = got & credit
+                    nxt.add(self._relabel(groups, q2, left, p - 1, acks, cred | got))
+                place = _places(q, n) if groups else None
+                tried = set()
                 for u in left:
-                    q2 = self._update(q, u)
-                    active = len({s[0] for s in q2})
-                    a2 = acks[:u] + (self.window(len(q2), active),) + acks[u + 1:]
-                    nxt.add((q2, left - {u}, p, a2, cred))
+                    if place is not None and group_of[u] >= 0:
+                        # Two members of a group with the same place and credit lead to
+                        # relabelled twins: expand one.
+                        sig = (group_of[u], u in cred, place[u])
+                        if sig in tried:
+                            continue
+                        tried.add(sig)
+                    q2 = self._update(q, u, credit)
+                    if tracked is None or u in tracked:
+                        active = len({s[0] for s in q2})
+                        a2 = acks[:u] + (self.window(len(q2), active),) + acks[u + 1:]
+                    else:
+                        a2 = acks
+                    nxt.add(self._relabel(groups, q2, left - {u}, p, a2, cred))
             layer = nxt
         out = {(q, acks, cred) for q, _l, _p, acks, cred in layer}
+        if len(self._order_cache) > _ORDER_CACHE:
+            self._order_cache.clear()
         self._order_cache[key] = out
         return out
 
-    def _update(self, q: tuple, u: int) -> tuple:
+    @staticmethod
+    def _relabel(groups: tuple[tuple[int, ...], ...], q: tuple, left: frozenset[int], p: int,
+                 acks: tuple, cred: frozenset[int]) -> tuple:
+        """The canonical member of a partial order's relabelling class: inside each group
+        the members are sorted by (still to send, ACK, credited, place in the queue)."""
+        if not groups:
+            return (q, left, p, acks, cred)
+        n = len(acks)
+        place = _places(q, n)
+        perm: list[int] | None = None
+        for g in groups:
+            order = sorted(g, key=lambda u: (u in left, acks[u], u in cred, place[u]))
+            if order != list(g):
+                if perm is None:
+                    perm = list(range(n))
+                for new, old in zip(g, order, strict=True):
+                    perm[old] = new
+        if perm is None:
+            return (q, left, p, acks, cred)
+        q2 = tuple((c, perm[o] if o >= 0 else o, s, frozenset(perm[x] for x in con))
+              for c, o, s, con in q)
+        a2 = [0] * n
+        for old in range(n):
+            a2[perm[old]] = acks[old]
+        return (q2, frozenset(perm[u] for u in left), p, tuple(a2),
+                frozenset(perm[u] for u in cred))
+
+    def _update(self, q: tuple, u: int, credit: frozenset[int] | None = None) -> tuple:
+        # A slot keeps (cluster, -, -, contributors in ``credit``, the workers whose
+        # credits the property reads; None: all). Owner and
+        # agg_count are not kept: with rewards=merge an UPDATE meeting its cluster's slot
+        # leaves the contributors old | {u} whether it is REPLACED (the owner of a single
+        # slot, whose contributors are {owner}) or MERGED, and nothing else reads them.
         c = self.cluster[u]
+        mine = frozenset((u,)) if credit is None or u in credit else frozenset()
         if self.olaf:
-            for i, (sc, owner, single, contrib) in enumerate(q):
+            for i, (sc, _owner, _single, contrib) in enumerate(q):
                 if sc == c:
-                    if single and owner == u:
-                        slot = (c, u, True, frozenset((u,)))
-                    else:
-                        slot = (c, owner, False, contrib | {u})
-                    return q[:i] + (slot,) + q[i + 1:]
+                    if mine <= contrib:
+                        return q
+                    return q[:i] + ((c, -1, False, contrib | mine),) + q[i + 1:]
         if len(q) == self.dep.capacity:
             return q
-        return q + ((c, u, True, frozenset((u,))),)
+        return q + ((c, -1, False, mine),)
 
     def _pull(self, q: tuple) -> tuple[tuple, frozenset[int]]:
         if not q:
@@ -317,7 +408,8 @@ class System:
         inv = [0] * len(perm)
         for old, new in enumerate(perm):
             inv[new] = old
-        q2 = tuple((c, perm[o], s, frozenset(perm[x] for x in con)) for c, o, s, con in q)
+        q2 = tuple((c, perm[o] if o >= 0 else o, s, frozenset(perm[x] for x in con))
+              for c, o, s, con in q)
         return (q2, tuple(workers[inv[v]] for v in range(len(perm))))
 
     # -- the property --------------------------------------------------------------
@@ -346,6 +438,17 @@ class System:
         return 0 if self.prop == "starvation" else self.dep.warmup
 
 
+@functools.lru_cache(maxsize=65536)
+def _places(q: tuple, n: int) -> tuple[tuple, ...]:
+    """Per worker, where it appears in the queue: (ring position, stored it) for every
+    slot it contributed to (the worker that stored a slot is among its contributors)."""
+    place: list[tuple] = [()] * n
+    for i, (_c, owner, _s, con) in enumerate(q):
+        for x in con:
+            place[x] = (*place[x], i, x == owner)
+    return tuple(place)
+
+
 def _product(options: list[list[Any]]) -> list[tuple]:
     out: list[tuple] = [()]
     for opts in options:
@@ -354,23 +457,67 @@ def _product(options: list[list[Any]]) -> list[tuple]:
 
 
 def search(dep: Deployment, prop: str, deadline: float | None = None,
-           max_depth: int | None = None, max_states: int = MAX_STATES) -> UnboundedResult:
+           max_depth: int | None = None, max_states: int = MAX_STATES,
+           abstract: bool = True) -> UnboundedResult:
     """Explore every reachable state of ``dep`` for ``prop``. ``max_depth``: stop after
     that slot (bounded mode: no merging of states across slots, per-slot worst metric
-    recorded) instead of searching for closure.
+    recorded, always exact) instead of searching for closure.
 
-    Responsiveness is a property of each worker under test: one search per target, one
-    per cluster (the members of a cluster are interchangeable), in which the other
-    workers' AoM is not tracked. Fairness and starvation: one search (tracking one
-    starvation counter per target made the state space larger, not smaller: the target
-    breaks the symmetry of its cluster)."""
-    if prop != "responsiveness":
+    Responsiveness and starvation are properties of each worker under test: one search
+    per target, one per cluster (the members of a cluster are interchangeable). With
+    ``abstract`` the first attempt leaves the other workers unconstrained (they send or
+    skip at will; an over-approximation, so a closed search is a proof); if it reaches a
+    violation, which may be spurious, the exact search decides (responsiveness: per
+    target, the others' AoM untracked; starvation: one search over all workers).
+    Fairness reads every worker's AoM: always the exact search."""
+    start = time.monotonic()
+    if abstract and max_depth is None and prop in ("responsiveness", "starvation"):
+        rough = _search_targets(dep, prop, deadline, None, max_states, free=True)
+        if rough.status != "violated":
+            rough.abstraction = ABSTRACTION
+            rough.seconds = time.monotonic() - start
+            return rough
+        exact = search(dep, prop, deadline, None, max_states, abstract=False)
+        exact.reason += (f" (with the other workers unconstrained a violation was reachable at "
+                         f"slot {rough.depth}, so the exact search decided)")
+        exact.seconds = time.monotonic() - start
+        return exact
+    if abstract and max_depth is None and prop == "fairness" and dep.sender != "always":
+        rough = _search_one(System(dep, prop, free_window=True), prop, deadline, None, max_states)
+        if rough.status != "violated":
+            rough.abstraction = WINDOW_ABSTRACTION
+            rough.seconds = time.monotonic() - start
+            return rough
+        exact = search(dep, prop, deadline, None, max_states, abstract=False)
+        exact.reason += (f" (with sends forced by the probe only a violation was reachable at "
+                         f"slot {rough.depth}, so the exact search decided)")
+        exact.seconds = time.monotonic() - start
+        return exact
+    if prop == "fairness" or (prop == "starvation" and max_depth is None):
         return _search_one(System(dep, prop), prop, deadline, max_depth, max_states)
+    return _search_targets(dep, prop, deadline, max_depth, max_states, free=False)
+
+
+WINDOW_ABSTRACTION = ("sends forced only by the probe and before the first ACK (a worker may "
+                      "skip even where a fresh ACK makes P_s = 1; the ACKs' feedback is not "
+                      "tracked): an over-approximation")
+ABSTRACTION = ("workers other than the one under test unconstrained (they send or skip at "
+               "will after slot 0): an over-approximation")
+
+
+def _search_targets(dep: Deployment, prop: str, deadline: float | None, max_depth: int | None,
+                    max_states: int, free: bool) -> UnboundedResult:
     start = time.monotonic()
     parts = []
+    sizes: set[int] = set()
     for c in range(dep.clusters):
-        one = _search_one(System(dep, prop, dep.members(c)[0]), prop, deadline, max_depth,
-                          max_states)
+        # Clusters of equal size are interchangeable (a cluster id is only a queue key):
+        # one worker under test per cluster size covers them all.
+        if len(dep.members(c)) in sizes:
+            continue
+        sizes.add(len(dep.members(c)))
+        one = _search_one(System(dep, prop, dep.members(c)[0], free_others=free), prop, deadline,
+                          max_depth, max_states)
         parts.append(one)
         if one.status != "closed" and max_depth is None:
             break
