@@ -124,7 +124,9 @@ def _search_all_t(dep: Deployment, prop: str, result: CheckResult, deadline: flo
     if found.status == "closed":
         result.scope = "unbounded"
         result.reason += (f"; for all T: the reachable state set closed at slot {found.depth} "
-                          f"({found.states} states from slot {first} on, none violating)")
+                          f"({found.states} states from slot {first} on, none violating"
+                          + (f"; searched with {found.abstraction}" if found.abstraction else "")
+                          + ")")
         result.assumptions = [ALL_T_ASSUMPTION, *result.assumptions[1:]]
     elif found.status == "violated" and found.depth >= dep.horizon:
         result.reason += (f"; NOT for all T: the all-T search reaches a violation at slot "
