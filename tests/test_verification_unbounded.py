@@ -245,12 +245,13 @@ def test_default_deployment_closes_for_responsiveness_and_starvation() -> None:
         assert r.status == "closed" and "over-approximation" in r.abstraction, (prop, r.reason)
 
 
-def test_abstraction_keeps_the_target_constrained(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Freeing the worker under test as well would lose the keeps-sending assumption.
+def test_abstraction_keeps_the_targets_credits(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The contributor sets keep only the workers whose credits are read, taken from the
+    # state (the relabelling moves the worker under test): losing them is caught.
     assert unbounded.search(Deployment(workers=3, horizon=12), "responsiveness").status == "closed"
     _patch(monkeypatch, System, "successors",
-           "if self.free_others and not keeps and t > 0:",
-           "if self.free_others and t > 0:")
+           'if workers[u][3] and self.prop != "starvation")',
+           "if u == 0 and workers[u][3])")
     rough = unbounded._search_targets(Deployment(workers=3, horizon=12), "responsiveness",
                                       None, None, unbounded.MAX_STATES, free=True)
     assert rough.status == "violated"
