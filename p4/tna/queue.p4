@@ -817,10 +817,10 @@ control OlafIngress(inout headers_t hdr,
             md.cfg_mode: ternary;
             md.slot_agg: ternary;
             md.worker_xor: ternary;
-            md.up_margin[31:31]: ternary;
-            md.down_margin[31:31]: ternary;
-            md.down_diff[31:31]: ternary;
-            md.occ_diff[15:15]: ternary;
+            md.up_margin[31:31]: ternary @name("md.up_margin_sign");
+            md.down_margin[31:31]: ternary @name("md.down_margin_sign");
+            md.down_diff[31:31]: ternary @name("md.down_diff_sign");
+            md.occ_diff[15:15]: ternary @name("md.occ_diff_sign");
         }
         actions = { decide_on_entry; decide_append; decide_pop; decide_empty; recirculate; }
         const entries = {

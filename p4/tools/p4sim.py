@@ -583,6 +583,12 @@ def parse_control_decl(c: Cursor, ctl: Control, types: set[str]) -> None:
                     e = parse_expr(c)
                     c.take(":")
                     keys.append((e, c.take()))
+                    while c.accept("@"):  # e.g. @name("...") on a sliced key
+                        c.take()
+                        if c.accept("("):
+                            depth = 1
+                            while depth:
+                                depth += {"(": 1, ")": -1}.get(c.take(), 0)
                     c.take(";")
                 props["key"] = keys
             elif prop == "actions":
