@@ -46,6 +46,6 @@ stamp=.venv/.installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     [ -x .venv/bin/python ] || python3 -m venv .venv
     .venv/bin/python -m pip install -q --upgrade pip
-    .venv/bin/python -m pip install -q -e '.[dev]'
+    .venv/bin/python -m pip install -q -e '.[dev,ray]'
     touch "$stamp"
 fi
