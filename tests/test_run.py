@@ -127,10 +127,10 @@ def test_short_run_learns_writes_metrics_and_plots_and_leaks_nothing(tmp_path: P
 
 def test_bad_environment_is_refused_before_anything_starts(tmp_path: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "olaf.cli", "run", "--env", "Pendulum-v1", "--out",
+        [sys.executable, "-m", "olaf.cli", "run", "--env", "FrozenLake-v1", "--out",
          str(tmp_path / "x")], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert result.returncode != 0
-    assert "Discrete action space" in result.stderr
+    assert "needs a flat Box observation space" in result.stderr
     assert not (tmp_path / "x").exists()
 
 
