@@ -8,24 +8,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from olaf.argtypes import ranged
+
 HELP = "evaluate a run's checkpoint with the greedy policy (and write a GIF of one episode)"
-
-
-def _episodes(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text} must be >= 1")
-    return value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("checkpoint", type=Path, metavar="CHECKPOINT",
                         help="a checkpoint directory (olaf run --checkpoint-dir) or its "
                         "checkpoint.npz")
-    parser.add_argument("--episodes", type=_episodes, default=None, metavar="N",
+    parser.add_argument("--episodes", type=ranged(1), default=None, metavar="N",
                         help="greedy episodes, stepped side by side (default: the run's "
                         "--eval-episodes)")
     parser.add_argument("--seed", type=int, default=None,

@@ -7,18 +7,10 @@ import json
 import sys
 from pathlib import Path
 
+from olaf.argtypes import ranged
+
 HELP = ("add or remove logical workers of a running `olaf run` (through its --out directory), "
         "or show them")
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text} must be >= 1")
-    return value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,7 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("action", choices=("add", "remove", "set", "show"),
                         help="add N inactive workers (lowest ids first), remove N (highest ids "
                         "first), set the active workers to ids 0..N-1, or show them")
-    parser.add_argument("count", type=_count, nargs="?", default=None, metavar="N",
+    parser.add_argument("count", type=ranged(1), nargs="?", default=None, metavar="N",
                         help="how many workers (not with show)")
     parser.add_argument("--timeout", type=float, default=10.0,
                         help="seconds to wait for the run's answer (default 10)")
