@@ -471,28 +471,26 @@ def search(dep: Deployment, prop: str, deadline: float | None = None,
     target, the others' AoM untracked; starvation: one search over all workers).
     Fairness reads every worker's AoM: always the exact search."""
     start = time.monotonic()
+
+    def refined(rough: UnboundedResult, abstraction: str, assumption: str) -> UnboundedResult:
+        """The over-approximation's verdict if it closed, else the exact search's."""
+        if rough.status != "violated":
+            rough.abstraction = abstraction
+            rough.seconds = time.monotonic() - start
+            return rough
+        exact = search(dep, prop, deadline, None, max_states, abstract=False)
+        exact.reason += (f" ({assumption} a violation was reachable at slot {rough.depth}, "
+                         "so the exact search decided)")
+        exact.seconds = time.monotonic() - start
+        return exact
+
     if abstract and max_depth is None and prop in ("responsiveness", "starvation"):
-        rough = _search_targets(dep, prop, deadline, None, max_states, free=True)
-        if rough.status != "violated":
-            rough.abstraction = ABSTRACTION
-            rough.seconds = time.monotonic() - start
-            return rough
-        exact = search(dep, prop, deadline, None, max_states, abstract=False)
-        exact.reason += (f" (with the other workers unconstrained a violation was reachable at "
-                         f"slot {rough.depth}, so the exact search decided)")
-        exact.seconds = time.monotonic() - start
-        return exact
+        return refined(_search_targets(dep, prop, deadline, None, max_states, free=True),
+                       ABSTRACTION, "with the other workers unconstrained")
     if abstract and max_depth is None and prop == "fairness" and dep.sender != "always":
-        rough = _search_one(System(dep, prop, free_window=True), prop, deadline, None, max_states)
-        if rough.status != "violated":
-            rough.abstraction = WINDOW_ABSTRACTION
-            rough.seconds = time.monotonic() - start
-            return rough
-        exact = search(dep, prop, deadline, None, max_states, abstract=False)
-        exact.reason += (f" (with sends forced by the probe only a violation was reachable at "
-                         f"slot {rough.depth}, so the exact search decided)")
-        exact.seconds = time.monotonic() - start
-        return exact
+        return refined(_search_one(System(dep, prop, free_window=True), prop, deadline, None,
+                                   max_states),
+                       WINDOW_ABSTRACTION, "with sends forced by the probe only")
     if prop == "fairness" or (prop == "starvation" and max_depth is None):
         return _search_one(System(dep, prop), prop, deadline, max_depth, max_states)
     return _search_targets(dep, prop, deadline, max_depth, max_states, free=False)
