@@ -30,6 +30,7 @@ from olaf.drl.evaluation import evaluate_greedy, greedy_actions
 from olaf.drl.impact import Impact, impact_loss
 from olaf.drl.inproc import train_in_process
 from olaf.drl.model import ActorCritic
+from tests.inproc_training import take_turn, train_round_robin
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "docs" / "examples" / "reinforce.py"
@@ -166,13 +167,8 @@ def test_impact_gaussian_policy_learns_the_best_action_through_the_block_wise_ps
     obs = torch.ones(1, 3)
     start = float(model.greedy(obs))
     ps = ParameterServer(flat_parameters(model), algorithm.config, 64)
-    padded = np.zeros(ps.num_blocks * 64, np.float32)
     for _ in range(150):
-        worker.load_weights(*ps.snapshot())
-        grad = worker.rollout()
-        padded[: len(grad.flat)] = grad.flat
-        for b in range(ps.num_blocks):
-            ps.apply_block(b, padded[b * 64 : (b + 1) * 64])
+        take_turn(ps, worker)
     load_flat_parameters(model, ps.params)
     assert abs(start) < 0.1
     assert abs(float(model.greedy(obs)) - 1.5) < 0.3, float(model.greedy(obs))
@@ -197,21 +193,7 @@ def test_impact_learns_pendulum_through_the_api_and_the_block_wise_ps() -> None:
     before = evaluate_greedy(model, "Pendulum-v1", 10, seed=123).mean()
     ps = ParameterServer(flat_parameters(model), algorithm.config, 64)
     workers = [Worker(algorithm, "Pendulum-v1", w, seed=w) for w in range(4)]
-    padded = np.zeros(ps.num_blocks * 64, np.float32)
-    steps = turn = 0
-    try:
-        while steps < 160_000:
-            worker = workers[turn % len(workers)]
-            turn += 1
-            worker.load_weights(*ps.snapshot())
-            grad = worker.rollout()
-            steps += grad.steps
-            padded[: len(grad.flat)] = grad.flat
-            for b in range(ps.num_blocks):
-                ps.apply_block(b, padded[b * 64 : (b + 1) * 64])
-    finally:
-        for worker in workers:
-            worker.close()
+    train_round_robin(ps, workers, env_steps=160_000)
     load_flat_parameters(model, ps.params)
     after = evaluate_greedy(model, "Pendulum-v1", 10, seed=123).mean()
     # The fresh policy's mean action is ~0 and the pendulum mostly hangs or swings: about

@@ -14,6 +14,7 @@ import torch
 from olaf.drl.config import ImpactConfig
 from olaf.drl.impact import ImpactWorker, clip_grad_norms, clipped_surrogate, vtrace
 from olaf.drl.model import ActorCritic
+from tests.inproc_training import train_round_robin
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -196,20 +197,7 @@ def test_impact_learns_cartpole_through_the_block_wise_ps() -> None:
     before = evaluate_greedy(model.policy, "CartPole-v1", 10, seed=123).mean()
     ps = ParameterServer(model.flat_parameters(), cfg, 64)
     workers = [ImpactWorker("CartPole-v1", w, cfg, seed=w) for w in range(4)]
-    padded = np.zeros(ps.num_blocks * 64, np.float32)
-    steps = 0
-    try:
-        while steps < 40_000:
-            w = workers[(steps // 128) % len(workers)]
-            w.load_weights(*ps.snapshot())
-            grad = w.rollout()
-            steps += grad.steps
-            padded[: len(grad.flat)] = grad.flat
-            for b in range(ps.num_blocks):
-                ps.apply_block(b, padded[b * 64 : (b + 1) * 64])
-    finally:
-        for w in workers:
-            w.close()
+    train_round_robin(ps, workers, env_steps=40_000)
     model.load_flat_parameters(ps.params)
     after = evaluate_greedy(model.policy, "CartPole-v1", 10, seed=123).mean()
     # A fresh (near-uniform) greedy policy falls over in ~10 steps; random actions ~22.
