@@ -325,34 +325,19 @@ class WorkerHost:
 
     def __init__(self, cfg: RunConfig, worker_ids: list[int], switch_address: tuple[str, int],
                  ps: Any) -> None:
-        from olaf.drl.learners import make_worker
-        from worker_transport.policy import AlwaysSend, OlafPolicy
-        from worker_transport.sender import Sender
-        from worker_transport.transport import UdpTransport
+        from olaf.drl.runner import worker_seed
+        from olaf.drl.worker_turn import Progress, build_worker
 
         _nice()
         self.cfg = cfg
         self.channel = WeightChannel(ps)
-        self.pool: list[tuple[Any, Any]] = []
+        # Generation 0: this backend restarts no worker process.
+        self.pool = [build_worker(cfg, w, worker_seed(cfg.seed, w, 0), switch_address,
+                                  self.channel.read) for w in worker_ids]
         self._lock = threading.Lock()
+        """Held around ``_progress``: ``progress`` is called while ``run`` goes on."""
         self._stop = threading.Event()
-        self._steps = 0
-        self._episodes: list[tuple[float, int, float, int]] = []
-        self._learner: dict[str, float] = {}
-        self._learned = 0
-        for w in worker_ids:
-            seed = cfg.seed * 1000 + w
-            policy = (OlafPolicy(feedback_ttl_ms=cfg.feedback_ttl_ms) if cfg.workers_use_p_s
-                      else AlwaysSend())
-            sender = Sender(UdpTransport(tuple(switch_address)), cluster_id=0, worker_id=w,
-                            values=cfg.values, frac_bits=cfg.frac_bits, policy=policy, seed=seed,
-                            ack_thread=False, shuffle_blocks=cfg.shuffle_blocks)
-            worker = make_worker(cfg, w, seed)
-            algorithm = getattr(worker, "algorithm", None)
-            if (getattr(algorithm, "refresh_before_loss", cfg.algo == "impact")
-                    or (cfg.aggregation == "staleness-aware" and cfg.staleness.refresh_before_loss)):
-                worker.refresh = self.channel.read
-            self.pool.append((worker, sender))
+        self._progress = Progress()
 
     def ready(self) -> dict[str, Any]:
         """Where this process runs, once its workers hold the PS's first weights."""
@@ -362,22 +347,13 @@ class WorkerHost:
 
     def run(self) -> list[dict[str, Any]]:
         """Roll out and send until ``stop``; returns every sender's statistics."""
+        from olaf.drl.worker_turn import take_turn
+
         while not self._stop.is_set():
             for worker, sender in self.pool:
-                fresh = self.channel.read(worker.model_version)
-                if fresh is not None:
-                    worker.load_weights(*fresh)
-                grad = worker.rollout()
-                sender.send_gradient(grad.flat, reward=grad.reward,
-                                     model_version=grad.model_version)
-                now = time.time()
+                grad = take_turn(worker, sender, self.channel.read)
                 with self._lock:
-                    self._steps += grad.steps
-                    self._episodes.extend((now, worker.worker_id, e.ret, e.length)
-                                          for e in grad.episodes)
-                    for k, v in grad.stats.items():
-                        self._learner[k] = self._learner.get(k, 0.0) + float(v)
-                    self._learned += 1
+                    self._progress.add(worker.worker_id, grad, time.time())
                 if self._stop.is_set():
                     break
         for _, sender in self.pool:
@@ -387,21 +363,16 @@ class WorkerHost:
     def progress(self) -> tuple[int, list[tuple[float, int, float, int]], dict[str, Any],
                                 dict[str, float]]:
         """Env steps and episodes since the last call, sender totals, mean learner stats."""
+        from olaf.drl.worker_turn import tx_totals
+
         with self._lock:
-            steps, episodes = self._steps, self._episodes
-            learner = {k: v / self._learned for k, v in self._learner.items()} if self._learned else {}
-            self._steps, self._episodes, self._learner, self._learned = 0, [], {}, 0
+            steps, episodes, learner = self._progress.take()
         stats = [s.stats() for _, s in self.pool]
         outcomes: dict[str, int] = {}
         for st in stats:
             for name, n in st["outcomes"].items():
                 outcomes[name] = outcomes.get(name, 0) + n
-        tx = {"sent": sum(st["sent_updates"] for st in stats),
-              "skipped": sum(st["skipped_updates"] for st in stats),
-              "probes": sum(st["probe_updates"] for st in stats),
-              "p_s_sum": sum(st["p_s_sum"] for st in stats),
-              "outcomes": outcomes}
-        return steps, episodes, tx, learner
+        return steps, episodes, {**tx_totals(stats), "outcomes": outcomes}, learner
 
     def stop(self) -> None:
         self._stop.set()

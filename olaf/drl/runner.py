@@ -255,14 +255,6 @@ def worker_tx(stats: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _tx_totals(stats: list[dict[str, Any]]) -> dict[str, float]:
-    """What a worker process reports of its senders: sums of updates, probes and P_s."""
-    return {"sent": sum(st["sent_updates"] for st in stats),
-            "skipped": sum(st["skipped_updates"] for st in stats),
-            "probes": sum(st["probe_updates"] for st in stats),
-            "p_s_sum": sum(st["p_s_sum"] for st in stats)}
-
-
 def rolling_returns(
     episodes: list[tuple[float, int, int, float, int]], window: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -281,25 +273,6 @@ def rolling_returns(
     w = min(window, len(ret))
     mean = np.convolve(ret, np.ones(w) / w, mode="valid")
     return t[w - 1 :], steps[w - 1 :], mean
-
-
-class LearnerStats:
-    """Running means of the ``Gradient.stats`` a worker process made since the last report."""
-
-    def __init__(self) -> None:
-        self._sums: dict[str, float] = {}
-        self._count = 0
-
-    def add(self, stats: dict[str, float]) -> None:
-        for k, v in stats.items():
-            self._sums[k] = self._sums.get(k, 0.0) + float(v)
-        self._count += 1
-
-    def take(self) -> dict[str, float]:
-        """The means so far (empty if none), and start over."""
-        out = {k: v / self._count for k, v in self._sums.items()} if self._count else {}
-        self._sums, self._count = {}, 0
-        return out
 
 
 # -- worker processes ----------------------------------------------------------------
@@ -383,16 +356,13 @@ def _worker_main(
 
     Reports ``("ready", pid)`` once its active workers are built, waits for ``go``, then
     sends ``("progress", pid, steps, episodes, totals)`` every ``PROGRESS_PERIOD`` (totals:
-    ``_tx_totals`` of its senders) and ``("final", pid, sender stats)`` after ``stop``.
+    ``tx_totals`` of its senders) and ``("final", pid, sender stats)`` after ``stop``.
     """
     import torch
 
-    from olaf.drl.learners import make_worker
     from olaf.drl.model import build_model
     from olaf.drl.weights import WeightBoard
-    from worker_transport.policy import AlwaysSend, OlafPolicy
-    from worker_transport.sender import Sender
-    from worker_transport.transport import UdpTransport
+    from olaf.drl.worker_turn import Progress, build_worker, take_turn, tx_totals
 
     if parent_pid is not None:
         _guard_parent(parent_pid)
@@ -400,24 +370,11 @@ def _worker_main(
     with contextlib.suppress(OSError):
         os.nice(WORKER_NICENESS)
     board = WeightBoard(num_params, name=board_name)
-    pool: dict[int, tuple[Any, Sender]] = {}
+    pool: dict[int, tuple[Any, Any]] = {}
 
     def build(w: int) -> None:
-        seed = worker_seed(cfg.seed, w, generation)
-        policy = (OlafPolicy(feedback_ttl_ms=cfg.feedback_ttl_ms) if cfg.workers_use_p_s
-                  else AlwaysSend())
-        sender = Sender(UdpTransport(switch_address), cluster_id=0, worker_id=w,
-                        values=cfg.values, frac_bits=cfg.frac_bits, policy=policy,
-                        seed=seed, ack_thread=False, shuffle_blocks=cfg.shuffle_blocks)
-        worker = make_worker(cfg, w, seed)
-        if worker.algorithm.refresh_before_loss:
-            # IMPACT takes the newest weights just before its loss, always.
-            worker.refresh = lambda version: board.read(newer_than=version)
-        elif cfg.aggregation == "staleness-aware":
-            worker.rho = cfg.staleness.rho
-            if cfg.staleness.refresh_before_loss:
-                worker.refresh = lambda version: board.read(newer_than=version)
-        pool[w] = (worker, sender)
+        pool[w] = build_worker(cfg, w, worker_seed(cfg.seed, w, generation), switch_address,
+                               board.read)
 
     try:
         for w in worker_ids:
@@ -434,9 +391,7 @@ def _worker_main(
         while not go.wait(0.1):
             if stop.is_set():
                 return
-        episodes: list[tuple[float, int, float, int]] = []
-        steps = 0
-        learner = LearnerStats()
+        progress = Progress()
         last_report = time.monotonic()
         while not stop.is_set():
             ran = False
@@ -447,16 +402,7 @@ def _worker_main(
                     build(w)
                 worker, sender = pool[w]
                 ran = True
-                fresh = board.read(newer_than=worker.model_version)
-                if fresh is not None:
-                    worker.load_weights(*fresh)
-                grad = worker.rollout()
-                sender.send_gradient(grad.flat, reward=grad.reward,
-                                     model_version=grad.model_version)
-                now = time.time()
-                episodes.extend((now, worker.worker_id, e.ret, e.length) for e in grad.episodes)
-                steps += grad.steps
-                learner.add(grad.stats)
+                progress.add(w, take_turn(worker, sender, board.read), time.time())
                 if probe is not None and worker.last_rollout is not None:
                     probe.add(*worker.last_rollout)
             if probe is not None and probe.due(time.monotonic()):
@@ -466,12 +412,14 @@ def _worker_main(
                 stop.wait(0.01)
             if time.monotonic() - last_report >= PROGRESS_PERIOD:
                 stats = [s.stats() for _, s in pool.values()]
-                events.put(("progress", pid, steps, episodes, _tx_totals(stats), learner.take()))
-                episodes, steps, last_report = [], 0, time.monotonic()
+                steps, episodes, learner = progress.take()
+                events.put(("progress", pid, steps, episodes, tx_totals(stats), learner))
+                last_report = time.monotonic()
         for _, sender in pool.values():
             sender.poll(0.05)
         stats = [s.stats() for _, s in pool.values()]
-        events.put(("progress", pid, steps, episodes, _tx_totals(stats), learner.take()))
+        steps, episodes, learner = progress.take()
+        events.put(("progress", pid, steps, episodes, tx_totals(stats), learner))
         events.put(("final", pid, stats))
     finally:
         for worker, sender in pool.values():
