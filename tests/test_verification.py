@@ -206,7 +206,11 @@ def test_forced_sends_follow_the_send_rule() -> None:
         ({"pull_rate": 0}, "pull-rate"),
         ({"capacity": 0}, "capacity"),
         ({"mode": "lifo"}, "mode"),
-        ({"rewards": "any", "mode": "fifo"}, "FIFO mode never compares rewards"),
+        ({"periods": (1, 2)}, "one value for all workers or one per worker"),
+        ({"periods": 0}, "periods must be 1.."),
+        ({"periods": (1, 1, 1, -2, 1, 1, 1, 1)}, "periods must be 1.."),
+        ({"periods": 2, "phases": 2}, "phases must be 0..period-1"),
+        ({"phases": -1}, "phases must be 0.."),
     ],
 )
 def test_impossible_configurations(kwargs: dict, words: str) -> None:
@@ -216,7 +220,7 @@ def test_impossible_configurations(kwargs: dict, words: str) -> None:
 
 def test_cli_exit_codes_and_json(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     small = ["--workers", "4", "--horizon", "8", "--warmup", "3", "--sender", "always",
-             "--property", "both"]
+             "--property", "both", "--rewards", "merge"]
     assert main(small) == 0
     out = capsys.readouterr().out
     assert "fairness        VERIFIED" in out and "responsiveness  VERIFIED" in out
@@ -248,7 +252,8 @@ def test_cli_exit_codes_and_json(capsys: pytest.CaptureFixture[str], tmp_path: P
                     'warmup = 3\nproperty = "fairness"\n')
     assert main([str(toml)]) == 1
     capsys.readouterr()
-    assert main([str(toml), "--mode", "olaf", "--workers", "4", "--sender", "always"]) == 0
+    assert main([str(toml), "--mode", "olaf", "--workers", "4", "--sender", "always",
+                 "--rewards", "merge"]) == 0
     capsys.readouterr()
     assert main(["--workers", "4", "--mode", "fifo", "--engine", "segments"]) == 2
     assert "segment encoding" in capsys.readouterr().err
@@ -441,3 +446,174 @@ def test_pull_jitter_widens_the_scope() -> None:
     assert not replay(exact, result.trace).ok  # off the exact schedule: an assumption fails
     with pytest.raises(ValueError, match="exact PULL schedule"):
         build_model(jittery, "fairness", Options(engine="segments"))
+
+
+# -- issue 19 item 4: the reward threshold on by default; per-worker update periods ----------
+
+def test_default_assumes_nothing_of_rewards(capsys: pytest.CaptureFixture[str]) -> None:
+    """verify-aom's default is rewards=any (the controller's threshold rule): on the default
+    deployment a worker that keeps sending loses its update to higher rewards, and the
+    replay with the concrete rewards reproduces it."""
+    assert main(["--property", "responsiveness", "--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["deployment"]["rewards"] == "any"
+    (res,) = doc["results"]
+    assert res["status"] == "VIOLATED" and res["replay"]["reproduced"], res["reason"]
+    cex = res["counterexample"]
+    assert cex["reward_threshold"] is not None
+    updates = [e for s in cex["slots"] for e in s["events"] if e["kind"] == "update"]
+    assert all(e["reward"] is not None for e in updates)
+    assert any(e["outcome"] == "DROPPED_REWARD" for e in updates)
+
+
+def test_unbeaten_worker_keeps_the_default_guarantee(capsys: pytest.CaptureFixture[str]) -> None:
+    """--rewards unbeaten: the worker under test is never out-rewarded, the others' rewards
+    and the threshold are unknown; responsiveness holds again, for all T, and the verdict
+    prints the assumption."""
+    args = ["--rewards", "unbeaten", "--property", "responsiveness", "--horizon", "8"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "responsiveness  VERIFIED  for all T" in out
+    assert "the worker under test is never out-rewarded (--rewards unbeaten)" in out
+    assert main(["--property", "fairness", "--horizon", "6", "--warmup", "2", "--rewards",
+                 "merge", "--no-all-t", "--json"]) == 0
+    (res,) = json.loads(capsys.readouterr().out)["results"]
+    assert any("(--rewards merge)" in a for a in res["assumptions"])
+    assert any("each update is one block" in a and "multi-block updates are not modelled" in a
+               for a in res["assumptions"])
+
+
+UNBEATEN_SMALL = Deployment(workers=3, clusters=1, horizon=7, warmup=2, aom_bound=2,
+                            rewards="unbeaten")
+"""One cluster of three: with any rewards a worker's update is dropped or its slot replaced
+(AoM 3 at slot 3); never out-rewarded, its AoM stays within 2."""
+
+
+def test_unbeaten_is_encoded_and_replayed() -> None:
+    anything = Deployment(**{**UNBEATEN_SMALL.as_dict(), "rewards": "any"})
+    bad = check(anything, "responsiveness")
+    assert bad.status == "VIOLATED" and bad.trace is not None
+    assert bad.trace.violation_slot == 3 and replay(anything, bad.trace).ok
+    # The explicit encoding keeps the other workers' reward decisions and restricts the
+    # target's; the fast path checks it as rewards=merge (check.rewards_irrelevant).
+    for engine in ("explicit", "auto"):
+        result = check(UNBEATEN_SMALL, "responsiveness", engine)
+        assert result.status == "VERIFIED", (engine, result.reason)
+    # The any-rewards counterexample breaks the assumption, and the replay says so.
+    report = replay(UNBEATEN_SMALL, bad.trace)
+    assert any("never out-rewarded" in m for m in report.mismatches), report.mismatches
+    # Where the target is not protected by its rewards alone, both encodings find the same
+    # first violation, and the explicit one's concrete rewards replay.
+    ring = Deployment(workers=4, clusters=2, capacity=2, horizon=7, warmup=2, aom_bound=3,
+                      rewards="unbeaten")
+    slots = set()
+    for engine in ("explicit", "auto"):
+        result = check(ring, "responsiveness", engine)
+        assert result.status == "VIOLATED" and result.trace is not None
+        assert result.trace.reward_threshold is not None
+        assert replay(ring, result.trace).ok
+        slots.add(result.trace.violation_slot)
+    assert slots == {4}
+
+
+def test_starvation_does_not_depend_on_rewards() -> None:
+    """Reward decisions change no occupancy, so starvation under rewards=any is checked as
+    merge; the explicit encoding, which keeps every reward decision, agrees."""
+    dep = Deployment(workers=3, clusters=1, capacity=1, horizon=9, warmup=2,
+                     starvation_bound=3, rewards="any")
+    verdicts = {(r.status, r.trace.violation_slot if r.trace else None)
+                for r in (check(dep, "starvation", "explicit"), check(dep, "starvation"))}
+    assert len(verdicts) == 1, verdicts
+
+
+STAGGERED = Deployment(workers=2, clusters=2, capacity=2, pull_rate=Fraction(2), horizon=8,
+                       warmup=2, sender="always", periods=(1, 3), aom_bound=2)
+"""Worker 1 has a fresh update every third slot. Two PULLs a slot drain the queue, so an
+update is credited in its slot (if it arrives before the PULLs) or the next. Worker 1's
+slot-0 update credited at once and its slot-3 update arriving after both PULLs give
+AoM_1(3) = 3; before slot 3 AoM_1(t) <= t <= 2, and no later gap is longer (an update is
+credited by the slot after it, the next comes 3 slots after it): the worst is 3, at slot 3.
+Worker 0 is credited within a slot, so fairness (N = 2: |AoM_0 - AoM_1| / 2) is worst at
+1.5, first at slot 3."""
+
+
+@pytest.mark.parametrize(
+    ("changes", "prop", "slot"),
+    [({}, "responsiveness", 3), ({"phases": (0, 1)}, "responsiveness", 4),
+     ({"aom_bound": 3}, "responsiveness", None),
+     ({"fairness_threshold": Fraction(5, 4)}, "fairness", 3),
+     ({"fairness_threshold": Fraction(3, 2)}, "fairness", None),
+     ({"periods": 1}, "responsiveness", None)],
+    ids=["slow-worker", "phase-one-later", "bound-3-holds", "fairness-1.25", "fairness-1.5",
+         "common-period"],
+)
+def test_update_periods_and_phases(changes: dict, prop: str, slot: int | None) -> None:
+    dep = Deployment(**{**STAGGERED.as_dict(), **changes})
+    result = check(dep, prop)
+    if slot is None:
+        assert result.status == "VERIFIED", result.reason
+        return
+    assert result.status == "VIOLATED" and result.trace is not None, result.reason
+    trace = result.trace
+    assert trace.violation_slot == slot and trace.violation_worker in (0, 1)
+    assert replay(dep, trace).ok, replay(dep, trace).mismatches
+    # Worker 1 sits out the slots between its updates: no send, no skip.
+    for s in trace.slots:
+        assert (1 in s.idle) == (not dep.has_update(1, s.slot))
+        assert all(e.worker != 1 for e in s.events) or dep.has_update(1, s.slot)
+    # Under one common period the same messages are not a behaviour: worker 1 would have
+    # had an update to send or skip in the slots it sat out.
+    common = Deployment(**{**dep.as_dict(), "periods": 1, "phases": 0})
+    assert not replay(common, trace).ok
+
+
+def test_staggered_deployments_stay_bounded_and_say_so(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["--workers", "2", "--capacity", "2", "--pull-rate", "2", "--sender", "always",
+            "--periods", "1,3", "--horizon", "8", "--warmup", "2", "--aom-bound", "3",
+            "--property", "responsiveness", "--json"]
+    assert main(args) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["deployment"]["periods"] == [1, 3]
+    (res,) = doc["results"]
+    assert res["status"] == "VERIFIED" and res["scope"] == "bounded"
+    assert "update periods or phases other than every slot are not modelled" in res["reason"]
+    text = " ".join(res["assumptions"])
+    assert "update periods 1,3 slots and phases 0" in text and "one common period" not in text
+    assert main(["--property", "starvation", "--workers", "2", "--no-all-t", "--horizon", "12",
+                 "--json"]) == 0
+    (res,) = json.loads(capsys.readouterr().out)["results"]
+    assert any("one common period and phase" in a for a in res["assumptions"])
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [(["--periods", "1,2,3"], "one value for all workers or one per worker (8), got 3"),
+     (["--periods", "0"], "periods must be 1.."),
+     (["--periods=-1"], "periods must be 1.."),
+     (["--periods", "2", "--phases", "2"], "phases must be 0..period-1"),
+     (["--phases=-1"], "phases must be 0.."),
+     (["--periods", "1,x"], "not an integer or a comma-separated list")],
+    ids=["count", "zero", "negative", "phase-too-late", "negative-phase", "not-a-number"],
+)
+def test_bad_periods_exit_2(args: list[str], words: str,
+                            capsys: pytest.CaptureFixture[str]) -> None:
+    try:
+        code = main(args)
+    except SystemExit as e:  # argparse's own type errors
+        code = e.code
+    assert code == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1 and words in captured.err
+
+
+def test_periods_from_toml(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    toml = tmp_path / "dep.toml"
+    toml.write_text("[deployment]\nworkers = 2\nclusters = 2\ncapacity = 2\npull-rate = 2\n"
+                    "sender = \"always\"\nperiods = [1, 3]\nphases = [0, 1]\nhorizon = 8\n"
+                    "warmup = 2\naom-bound = 2\nproperty = \"responsiveness\"\n")
+    assert main([str(toml), "--json"]) == 1
+    (res,) = json.loads(capsys.readouterr().out)["results"]
+    assert res["counterexample"]["violation_slot"] == 4 and res["replay"]["reproduced"]
+    toml.write_text("[deployment]\nworkers = 2\nperiods = [1, 3, 3]\n")
+    assert main([str(toml)]) == 2
+    assert "one value for all workers or one per worker" in capsys.readouterr().err

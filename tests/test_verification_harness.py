@@ -46,6 +46,10 @@ RING = Deployment(workers=2, clusters=2, capacity=1, horizon=6, warmup=2, max_sk
 FIFO = Deployment(workers=3, clusters=1, capacity=1, mode="fifo", horizon=6, warmup=2)
 """Drop-tail with one slot, baseline workers: one worker can go unserved, so the worst
 deviation grows every slot and is reached only at the last slot."""
+STAGGERED = Deployment(workers=2, clusters=2, capacity=4, horizon=7, warmup=2, max_skip=1,
+                       periods=(1, 2), phases=(0, 1))
+"""THROTTLED with worker 1 updating every other slot from slot 1: sends only in its update
+slots, and its skip runs count updates (one skipped update = two slots without a send)."""
 WINDOWED = Deployment(workers=2, clusters=1, capacity=10, horizon=6, warmup=2)
 """One cluster, one slot of ten used: an ACK (util 25) leaves P_s = 1 for exactly one slot
 (P_s = 1.02 at 10 ms, 0.98 at 20 ms), so a worker is forced to send the next update."""
@@ -90,6 +94,8 @@ def reference_trace(dep: Deployment, rng: random.Random, skip_chance: float = 0.
     for t in range(dep.horizon):
         senders, skipped = [], []
         for u in range(n):
+            if not dep.has_update(u, t):
+                continue  # nothing to send; the skip run goes on
             free = t > 0 and dep.sender == "olaf" and may_skip(dep, last_ack[u], t)
             if dep.max_skip is not None and run[u] >= dep.max_skip:
                 free = False
@@ -116,7 +122,8 @@ def reference_trace(dep: Deployment, rng: random.Random, skip_chance: float = 0.
             else:
                 events.append(Event("pull", occ, response="EMPTY"))
         aom = [t - last_credit[u] for u in range(n)]
-        slots.append(Slot(t, events, skipped, queue.occupied, aom, min(aom)))
+        idle = [u for u in range(n) if not dep.has_update(u, t)]
+        slots.append(Slot(t, events, skipped, queue.occupied, aom, min(aom), idle))
     return Trace("fairness", dep.horizon - 1, 0, "", slots)
 
 
@@ -229,15 +236,18 @@ def brute_force(dep: Deployment, prop: str) -> tuple[Fraction, int]:
         nxt: dict[tuple, tuple] = {}
         for queue, aom, acks, runs, keeps in frontier.values():
             frozen = pickle.dumps(queue)
-            optional = [u for u in range(n) if t > 0 and dep.sender == "olaf"
+            fresh = [u for u in range(n) if dep.has_update(u, t)]
+            optional = [u for u in fresh if t > 0 and dep.sender == "olaf"
                         and may_skip(dep, acks[u], t)]
             for skip_set in _subsets(optional):
-                new_runs = tuple(runs[u] + 1 if u in skip_set else 0 for u in range(n))
+                # Skip runs count fresh updates: a slot without one leaves the run as it is.
+                new_runs = tuple(runs[u] + 1 if u in skip_set else 0 if u in fresh else runs[u]
+                                 for u in range(n))
                 new_keeps = tuple(keeps[u] and (dep.max_skip is None or
                                                 new_runs[u] <= dep.max_skip) for u in range(n))
                 if prop == "fairness" and not all(new_keeps):
                     continue
-                senders = [u for u in range(n) if u not in skip_set]
+                senders = [u for u in fresh if u not in skip_set]
                 msgs = [*senders, *[None] * dep.pulls_in_slot(t)]
                 for order in set(itertools.permutations(msgs)):
                     q = pickle.loads(frozen)
@@ -314,10 +324,10 @@ def brute(name: str, prop: str) -> tuple[Fraction, int]:
     return BRUTE[key]
 
 
-DEPLOYMENTS = {"throttled": THROTTLED, "ring": RING, "fifo": FIFO}
+DEPLOYMENTS = {"throttled": THROTTLED, "ring": RING, "fifo": FIFO, "staggered": STAGGERED}
 
 PINNED = [("throttled", "fairness"), ("throttled", "responsiveness"), ("ring", "fairness"),
-          ("fifo", "fairness")]
+          ("fifo", "fairness"), ("staggered", "fairness"), ("staggered", "responsiveness")]
 
 
 def check_pinned(name: str, prop: str) -> None:
@@ -327,15 +337,17 @@ def check_pinned(name: str, prop: str) -> None:
 
 @pytest.mark.parametrize(("dep", "engine"),
                          [(THROTTLED, "segments"), (THROTTLED, "explicit"), (RING, "segments"),
-                          (RING, "explicit"), (FIFO, "explicit"), (WINDOWED, "segments")],
+                          (RING, "explicit"), (FIFO, "explicit"), (WINDOWED, "segments"),
+                          (STAGGERED, "explicit")],
                          ids=["throttled-seg", "throttled-exp", "ring-seg", "ring-exp", "fifo",
-                              "windowed"])
+                              "windowed", "staggered"])
 def test_reference_behaviours_are_model_behaviours(dep: Deployment, engine: str) -> None:
     check_reference_accepted(dep, engine)
 
 
-@pytest.mark.parametrize(("dep", "engine"), [(THROTTLED, "segments"), (RING, "explicit")],
-                         ids=["throttled", "ring"])
+@pytest.mark.parametrize(("dep", "engine"), [(THROTTLED, "segments"), (RING, "explicit"),
+                                             (STAGGERED, "explicit")],
+                         ids=["throttled", "ring", "staggered"])
 def test_model_behaviours_are_reference_behaviours(dep: Deployment, engine: str) -> None:
     model_solutions_replay(dep, engine)
 
@@ -433,8 +445,17 @@ MUTANTS: list[tuple[str, Any, str, str, str, Callable[[], None]]] = [
      "        window = gap\n", "        window = gap - 1\n",
      lambda: model_solutions_replay(WINDOWED, "segments", some_skip=False)),
     ("max-skip-plus-one", AomModel, "_transmission",
-     "z3.UGT(gap, dep.max_skip)", "z3.UGT(gap, dep.max_skip + 1)",
+     "z3.UGT(gap, dep.max_skip * dep.period(u))", "z3.UGT(gap, (dep.max_skip + 1) * dep.period(u))",
      lambda: check_pinned("throttled", "fairness")),
+    ("skip-runs-counted-in-slots", AomModel, "_transmission",
+     "z3.UGT(gap, dep.max_skip * dep.period(u))", "z3.UGT(gap, dep.max_skip)",
+     lambda: check_reference_accepted(STAGGERED, "explicit")),
+    ("idle-workers-may-send", AomModel, "add_slot",
+     "fresh = [dep.has_update(u, t) for u in range(n)]", "fresh = [True] * n",
+     lambda: check_pinned("staggered", "responsiveness")),
+    ("unbeaten-target-not-protected", AomModel, "_olaf_message",
+     'if dep.rewards == "unbeaten" and self.target is not None:', "if False:",
+     lambda: _unbeaten_verifies()),
     ("fairness-one-side-only", AomModel, "deviates",
      "far.append(z3.ULT(total, n * x - limit))", "pass",
      lambda: _fairness_both_sides()),
@@ -455,6 +476,15 @@ MUTANTS: list[tuple[str, Any, str, str, str, Callable[[], None]]] = [
      "s.add(old - r >= theta)", "s.add(r - old >= theta)",
      lambda: _realised_rewards_replay()),
 ]
+
+
+def _unbeaten_verifies() -> None:
+    """One cluster of three, any rewards: a worker's AoM reaches 3 (its update dropped or its
+    slot replaced); never out-rewarded, the explicit encoding proves AoM <= 2."""
+    dep = Deployment(workers=3, clusters=1, horizon=6, warmup=2, aom_bound=2,
+                     rewards="unbeaten")
+    result = check_property(dep, "responsiveness", 120, Options(engine="explicit"))
+    assert result.status == "VERIFIED", result.reason
 
 
 def _fairness_both_sides() -> None:

@@ -30,8 +30,37 @@ from verification.unbounded import Unsupported, describe_open, search, unsupport
 
 def segments_apply(dep: Deployment) -> bool:
     """True when the segment encoding is exact for ``dep``: OLAF mode without a reward
-    threshold (every UPDATE that meets its cluster's slot merges or replaces)."""
-    return dep.mode == "olaf" and dep.rewards == "merge" and not dep.pull_jitter
+    threshold (every UPDATE that meets its cluster's slot merges or replaces), the exact
+    PULL schedule, every worker updating every slot."""
+    return (dep.mode == "olaf" and dep.rewards == "merge" and not dep.pull_jitter
+            and not dep.staggered)
+
+
+def rewards_irrelevant(dep: Deployment, prop: str) -> bool:
+    """True when no reward decision can change ``prop``'s verdict, so ``dep`` may be
+    checked as ``rewards=merge`` (see README, "Rewards"):
+
+    * FIFO mode never compares rewards, and neither do clusters of one worker (an UPDATE
+      meeting its cluster's slot meets its own single slot: REPLACED by rule 1);
+    * starvation: a reward decision only picks MERGED, REPLACED or DROPPED_REWARD for an
+      UPDATE whose cluster already has a slot, and none of them changes the occupancy,
+      the ring or the active clusters, so no ACK's feedback and no send; starvation reads
+      only the sends and the occupancy;
+    * ``unbeaten``: for fairness every worker is unbeaten, which leaves no decision but
+      MERGED; for responsiveness the worker under test keeps its contributor bit in every
+      allowed decision (its update merges or replaces, a slot holding it merges or drops
+      the other's), exactly as under ``merge``, and no other worker's send depends on
+      rewards."""
+    return (dep.rewards == "merge" or dep.mode == "fifo" or prop == "starvation"
+            or dep.rewards == "unbeaten" or dep.workers == dep.clusters)
+
+
+def as_checked(dep: Deployment, prop: str) -> Deployment:
+    """``dep`` as the fast encodings and the all-T search see it: ``rewards=merge``
+    where the rewards cannot matter (``rewards_irrelevant``)."""
+    if dep.rewards != "merge" and rewards_irrelevant(dep, prop):
+        return replace(dep, rewards="merge")
+    return dep
 
 
 def build_model(dep: Deployment, prop: str, options: Options | None = None,
@@ -40,14 +69,18 @@ def build_model(dep: Deployment, prop: str, options: Options | None = None,
     if opt.engine not in ENGINES:
         raise ValueError(f"unknown engine {opt.engine!r}")
     engine = opt.engine
+    fast = as_checked(dep, prop)
     if engine == "auto":
-        engine = "segments" if segments_apply(dep) else "explicit"
+        engine = "segments" if segments_apply(fast) else "explicit"
+        # The explicit encoding asked for by name keeps every reward decision (a
+        # cross-check of rewards_irrelevant); chosen automatically it need not.
+        dep = fast
     if engine == "counting":
         if prop == "starvation":
             raise ValueError("the counting encoding checks fairness and responsiveness only")
-        return CountingModel(dep, prop, opt, aom_cap)
+        return CountingModel(fast, prop, opt, aom_cap)
     if engine == "segments":
-        return SegmentModel(dep, prop, opt, aom_cap)
+        return SegmentModel(fast, prop, opt, aom_cap)
     return AomModel(dep, prop, opt, aom_cap)
 
 
@@ -88,10 +121,12 @@ def check_property(dep: Deployment, prop: str, timeout_s: float | None = None,
     result.size["aom_cap"] = model.aom_cap
     result.engine = model.ENGINE
     result.assumptions = assumptions(dep, prop)
-    if result.trace is not None and dep.rewards == "any" and not realize_rewards(result.trace):
+    if (result.trace is not None and dep.rewards != "merge" and dep.mode == "olaf"
+            and not realize_rewards(result.trace)):
         result.status = "UNKNOWN"
-        result.reason = ("the solver's trace needs reward decisions that no concrete "
-                         "rewards produce (rewards=any over-approximates): " + result.reason)
+        result.reason = (f"the solver's trace needs reward decisions that no concrete "
+                         f"rewards produce (rewards={dep.rewards} over-approximates): "
+                         + result.reason)
         result.trace = None
     if result.status == "VERIFIED" and opt.all_t:
         budget = time.monotonic() + opt.all_t_budget
@@ -111,10 +146,11 @@ def _search_all_t(dep: Deployment, prop: str, result: CheckResult, deadline: flo
     keeps the bounded scope and says so; a violation inside the horizon contradicts
     the bounded proof and makes the verdict UNKNOWN."""
     try:
-        reason = unsupported_reason(dep)
+        searched = as_checked(dep, prop)
+        reason = unsupported_reason(searched)
         if reason is not None:
             raise Unsupported(reason)
-        found = search(dep, prop, deadline=deadline)
+        found = search(searched, prop, deadline=deadline)
     except Unsupported as e:
         result.reason += f"; not for all T: {e}"
         result.unbounded = {"engine": "explicit-state", "status": "unsupported", "reason": str(e)}
@@ -146,8 +182,13 @@ def assumptions(dep: Deployment, prop: str) -> list[str]:
     out = [
         f"slots 0..{dep.horizon - 1} from an empty queue (bounded: nothing is claimed after "
         f"slot {dep.horizon - 1})",
-        f"every worker has one fresh update per slot of {dep.slot_ms:g} ms, all with the same "
-        "period and phase, each update one block",
+        (f"every worker has one fresh update per slot of {dep.slot_ms:g} ms (one common "
+         "period and phase)" if not dep.staggered else
+         f"update periods {_per_worker(dep.periods)} slots and phases "
+         f"{_per_worker(dep.phases)} (slot {dep.slot_ms:g} ms): a worker has a fresh update in "
+         "slots phase, phase + period, ... and sends only in those; skip runs count fresh "
+         "updates"),
+        MULTI_BLOCK,
         (f"the PS sends exactly floor((t+1)r) - floor(tr) PULLs in slot t, r = "
          f"{float(dep.pull_rate):g} (no stalls, no jitter)" if not dep.pull_jitter else
          f"the PS has sent floor((t+1)r) ± {dep.pull_jitter} PULLs by the end of slot t, r = "
@@ -156,10 +197,7 @@ def assumptions(dep: Deployment, prop: str) -> list[str]:
         "no loss or reordering between hosts and switch",
         f"queue mode {dep.mode} and the reward threshold fixed for the run",
     ]
-    if dep.mode == "olaf":
-        out.append("rewards: no threshold set (every compatible update merges)"
-                   if dep.rewards == "merge" else
-                   "rewards: any rewards and any threshold (merge, replace or drop chosen freely)")
+    out.append(_rewards_assumption(dep, prop))
     if dep.sender == "always":
         out.append("workers always send (P_s = 1)")
     else:
@@ -175,7 +213,8 @@ def assumptions(dep: Deployment, prop: str) -> list[str]:
                    "may fall either way")
     if prop in ("fairness", "responsiveness") and dep.max_skip is not None:
         who = "every worker" if prop == "fairness" else "the worker under test"
-        out.append(f"{who} keeps sending: skips at most {dep.max_skip} slots in a row "
+        unit = "fresh updates" if dep.staggered else "slots"
+        out.append(f"{who} keeps sending: skips at most {dep.max_skip} {unit} in a row "
                    "(an assumption on the coin flips; the send rule alone allows longer runs)")
     if prop == "fairness":
         out.append(f"checked from slot {dep.warmup} (warm-up)")
@@ -183,11 +222,52 @@ def assumptions(dep: Deployment, prop: str) -> list[str]:
         out.append(f"checked from slot {dep.warmup} (warm-up); other workers skip whenever "
                    "their P_s < 1")
     if prop == "starvation":
+        unit = "skipped fresh updates in a row" if dep.staggered else "slots"
         out.append(f"'room': the queue is not full at the start of the slot; bound "
-                   f"{dep.starvation_limit} slots")
+                   f"{dep.starvation_limit} {unit}")
     if dep.aliasing:
         out.append("more than 32 workers in a cluster: contributor bits alias and the PS "
                    "credits all aliases")
     if math.isinf(dep.feedback_ttl_ms) and dep.send_rule == "design":
         out.append("feedback never expires (feedback-ttl-ms = inf)")
     return out
+
+
+MULTI_BLOCK = (
+    "each update is one block (block_id 0); multi-block updates are not modelled: every "
+    "block is its own UPDATE with its own [cluster][block] index key, ACK and outcome, so "
+    "the queue could hold C x blocks slots and one block be dropped while another merges, "
+    "and DESIGN.md §5 credits a worker on any DATA carrying its bit, so one block would "
+    "count as the whole update received")
+
+
+def _per_worker(value: int | tuple[int, ...]) -> str:
+    return str(value) if isinstance(value, int) else ",".join(map(str, value))
+
+
+def _rewards_assumption(dep: Deployment, prop: str) -> str:
+    """The reward line of the assumptions: what is assumed and, where the rewards
+    cannot change the verdict, why."""
+    if dep.mode == "fifo":
+        return "rewards: never compared (FIFO mode), so any rewards and threshold"
+    if dep.workers == dep.clusters:
+        return ("rewards: never compared (one worker per cluster: an update only meets its own "
+                "slot), so any rewards and threshold")
+    if dep.rewards == "merge":
+        return ("rewards: no threshold set yet, or every reward within the threshold of every "
+                "other (--rewards merge): every compatible update merges")
+    if prop == "starvation":
+        return ("rewards: any rewards and any threshold, e.g. the controller's "
+                "0.15 x |mean reward| (starvation does not depend on them: no reward decision "
+                "changes the occupancy, so no ACK and no send)")
+    if dep.rewards == "any":
+        return ("rewards: any rewards and any threshold, e.g. the controller's "
+                "0.15 x |mean reward| (merge, replace or drop chosen freely)")
+    if prop == "fairness":
+        return ("rewards: no worker is ever out-rewarded (--rewards unbeaten: every reward "
+                "within the threshold of every other it meets), so every compatible update "
+                "merges")
+    return ("rewards: the worker under test is never out-rewarded (--rewards unbeaten): no "
+            "update it meets in the queue has a reward the threshold or more above its own, so "
+            "its update is never DROPPED_REWARD and no other worker REPLACES a slot holding its "
+            "contribution; all other rewards and the threshold unknown")

@@ -15,6 +15,7 @@ from fractions import Fraction
 from typing import Any
 
 from verification.config import (
+    CLI_DEFAULT_REWARDS,
     MODES,
     PROPERTIES,
     REWARD_MODELS,
@@ -81,7 +82,16 @@ def build_parser() -> ArgumentParser:
     g.add_argument("--feedback-ttl-ms", type=float,
                    help=f"feedback expiry in ms, inf = never (default {d.feedback_ttl_ms:g})")
     g.add_argument("--rewards", choices=REWARD_MODELS,
-                   help="merge: no reward threshold set (default); any: rewards unknown")
+                   help=f"any: rewards and threshold unknown, e.g. the controller's "
+                        f"0.15*|mean reward| (default {CLI_DEFAULT_REWARDS}); merge: no threshold "
+                        "set yet / all rewards within it; unbeaten: the workers the property "
+                        "is about are never out-rewarded")
+    g.add_argument("--periods", type=_per_worker,
+                   help="slots between a worker's fresh updates: one value for all or one per "
+                        "worker, e.g. 1,1,2,2 (default 1; explicit encoding)")
+    g.add_argument("--phases", type=_per_worker,
+                   help="each worker's first slot with a fresh update, 0..period-1: one value "
+                        "for all or one per worker (default 0)")
     c = p.add_argument_group("check")
     c.add_argument("--horizon", type=int, help=f"slots T to check (default {d.horizon})")
     c.add_argument("--warmup", type=int,
@@ -117,6 +127,14 @@ def build_parser() -> ArgumentParser:
     return p
 
 
+def _per_worker(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer or a comma-separated list of "
+                                         f"integers: {text!r}") from None
+
+
 def _skip(text: str) -> int | str:
     if text.lower() == "none":
         return "none"
@@ -128,7 +146,8 @@ def _skip(text: str) -> int | str:
 
 FLAG_FIELDS = ("workers", "clusters", "capacity", "pull_rate", "mode", "sender", "alpha", "beta",
                "slot_ms", "rewards", "horizon", "warmup", "fairness_threshold", "aom_bound",
-               "max_skip", "send_rule", "feedback_ttl_ms", "starvation_bound", "pull_jitter")
+               "max_skip", "send_rule", "feedback_ttl_ms", "starvation_bound", "pull_jitter",
+               "periods", "phases")
 
 
 def deployment_from_args(args: argparse.Namespace) -> tuple[Deployment, str, float]:
@@ -140,6 +159,7 @@ def deployment_from_args(args: argparse.Namespace) -> tuple[Deployment, str, flo
         value = getattr(args, name)
         if value is not None:
             values[name] = value
+    values.setdefault("rewards", CLI_DEFAULT_REWARDS)
     if values.get("max_skip") == "none":
         values["max_skip"] = None
     if isinstance(values.get("feedback_ttl_ms"), str) and values["feedback_ttl_ms"] == "inf":
@@ -162,7 +182,9 @@ def describe(dep: Deployment) -> str:
         f"{dep.workers} workers in {dep.clusters} clusters ({per} each), capacity "
         f"{dep.capacity}, {dep.mode.upper()} mode, sender {dep.sender}, "
         f"{float(dep.pull_rate):g} PULL/slot (jitter ±{dep.pull_jitter}), slot {dep.slot_ms:g} ms, "
-        f"alpha {dep.alpha:g}, "
+        + (f"periods {_listed(dep.periods)} phases {_listed(dep.phases)}, " if dep.staggered
+           else "")
+        + f"alpha {dep.alpha:g}, "
         f"beta {dep.beta:g}, send rule {dep.send_rule}, feedback ttl {dep.feedback_ttl_ms:g} ms, "
         f"rewards={dep.rewards}; slots {dep.warmup}..{dep.horizon - 1} "
         f"checked, fairness <= {float(dep.fairness_threshold):g}, AoM <= {dep.aom_bound}, "
@@ -240,3 +262,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def _listed(value: int | tuple[int, ...]) -> str:
+    return str(value) if isinstance(value, int) else ",".join(map(str, value))

@@ -5,12 +5,14 @@ reaches the solver. Everything time-like is counted in *slots*: one slot is one
 update period of the workers (``slot_ms`` milliseconds; every worker produces one
 fresh update per slot) and the parameter server sends ``pull_rate`` PULLs per slot.
 
-The default deployment (``Deployment()``) is the one ``verify-aom`` with no flags
-proves: the switch defaults (capacity 64, OLAF mode, no reward threshold set yet,
-``alpha = 0.2``, ``beta = 0.05``) with 8 workers in 2 clusters, one PULL per slot,
-a horizon of 24 slots after a warm-up of 4, fairness within 3.25 slots of the mean
-and every worker's AoM at most 4 slots (both tight under the revised §4 send rule with
-skip runs of at most 2 slots), and no worker silent for more than 10 slots.
+The default deployment is the one ``verify-aom`` with no flags checks: the switch
+defaults (capacity 64, OLAF mode, ``alpha = 0.2``, ``beta = 0.05``) with 8 workers in 2
+clusters, one PULL per slot, a horizon of 24 slots after a warm-up of 4, fairness within
+3.25 slots of the mean, every worker's AoM at most 4 slots, skip runs of at most 2 slots,
+and no worker silent for more than 10 slots; rewards and the controller's threshold
+unknown (``CLI_DEFAULT_REWARDS``, the controller's rule). ``Deployment()`` itself keeps
+``rewards = "merge"`` (no threshold set yet), the Python API's long-standing default that
+the all-T search and the benchmarks build on; ``verify-aom`` passes ``any`` unless told.
 """
 
 from __future__ import annotations
@@ -27,7 +29,16 @@ from worker_transport.policy import DEFAULT_ALPHA, DEFAULT_BETA
 
 MODES = ("olaf", "fifo")
 SENDERS = ("olaf", "always")
-REWARD_MODELS = ("merge", "any")
+REWARD_MODELS = ("any", "merge", "unbeaten")
+"""``any``: rewards and threshold unknown (covers the controller's ``0.15 * |mean reward|``).
+``merge``: no threshold set yet, or every reward within the threshold of every other, so
+every compatible update merges. ``unbeaten``: the workers a property is about (the one
+under test for responsiveness, every worker for fairness) are never out-rewarded: their
+updates are never DROPPED_REWARD and a slot holding their contribution is never REPLACED
+by another worker's; the others' rewards are unknown."""
+CLI_DEFAULT_REWARDS = "any"
+"""What ``verify-aom`` assumes of rewards unless ``--rewards`` or the TOML file says
+otherwise: nothing (the controller sets its threshold as soon as DATA arrives)."""
 PROPERTIES = ("fairness", "responsiveness", "starvation")
 DEFAULT_FEEDBACK_TTL_MS = 100.0
 """DESIGN.md §4's default ``feedback_ttl``."""
@@ -35,6 +46,7 @@ DEFAULT_FEEDBACK_TTL_MS = 100.0
 MAX_WORKERS = 256
 MAX_HORIZON = 1000
 MAX_PULLS_PER_SLOT = 64
+MAX_PERIOD = MAX_HORIZON
 CONTRIBUTOR_BITS = 32
 """Width of the wire's contributors bitmap: worker ``u`` sets bit ``u % 32``."""
 
@@ -88,7 +100,14 @@ class Deployment:
     rewards: str = "merge"
     """``merge``: no reward threshold set (the switch default, every compatible update
     merges). ``any``: rewards and threshold unknown, so an update that meets another
-    worker's slot may merge, replace it or be dropped (the adversary picks)."""
+    worker's slot may merge, replace it or be dropped (the adversary picks); what
+    ``verify-aom`` uses by default. ``unbeaten``: see ``REWARD_MODELS``."""
+    periods: int | tuple[int, ...] = 1
+    """Slots between a worker's fresh updates: one value for every worker, or one per
+    worker. A worker has a fresh update in slot ``t`` iff ``t >= phase`` and
+    ``(t - phase) % period == 0``; without one it cannot send. Explicit encoding."""
+    phases: int | tuple[int, ...] = 0
+    """The slot of each worker's first fresh update (``0 <= phase < period``)."""
 
     def __post_init__(self) -> None:
         def fail(message: str) -> None:
@@ -145,8 +164,12 @@ class Deployment:
             fail(f"sender must be one of {', '.join(SENDERS)}, got {self.sender!r}")
         if self.rewards not in REWARD_MODELS:
             fail(f"rewards must be one of {', '.join(REWARD_MODELS)}, got {self.rewards!r}")
-        if self.rewards == "any" and self.mode == "fifo":
-            fail("rewards=any needs mode=olaf: FIFO mode never compares rewards")
+        object.__setattr__(self, "periods", self._per_worker("periods", self.periods, 1))
+        object.__setattr__(self, "phases", self._per_worker("phases", self.phases, 0))
+        for u in range(self.workers):
+            if not 0 <= self.phase(u) < self.period(u):
+                fail(f"phases must be 0..period-1 for every worker: worker {u} has period "
+                     f"{self.period(u)} and phase {self.phase(u)}")
         if self.send_rule not in SEND_RULES:
             fail(f"send-rule must be one of {', '.join(SEND_RULES)}, got {self.send_rule!r}")
         if isinstance(self.feedback_ttl_ms, bool) or not isinstance(self.feedback_ttl_ms,
@@ -158,7 +181,42 @@ class Deployment:
         if self.starvation_bound is not None and self.starvation_bound < 0:
             fail("starvation-bound must be >= 0 slots")
 
+    def _per_worker(self, name: str, value: Any, least: int) -> int | tuple[int, ...]:
+        """``periods``/``phases`` as one int (the same for every worker) or a tuple of
+        ``workers`` ints; a list of equal values collapses to one int, so that a
+        deployment with other ``workers`` can be derived from ``as_dict()``."""
+        items = [value] if isinstance(value, int) else value
+        if isinstance(items, str) or not isinstance(items, list | tuple) or not items:
+            raise ConfigError(f"{name} must be an integer or a list of integers, got {value!r}")
+        for x in items:
+            if isinstance(x, bool) or not isinstance(x, int):
+                raise ConfigError(f"{name} must be integers, got {x!r}")
+            if x < least or x > MAX_PERIOD:
+                raise ConfigError(f"{name} must be {least}..{MAX_PERIOD} slots, got {x}")
+        if len(items) not in (1, self.workers):
+            raise ConfigError(f"{name} must give one value for all workers or one per worker "
+                              f"({self.workers}), got {len(items)}")
+        return items[0] if len(set(items)) == 1 else tuple(items)
+
     # -- derived -------------------------------------------------------------------
+    def period(self, worker: int) -> int:
+        p = self.periods
+        return p if isinstance(p, int) else p[worker]
+
+    def phase(self, worker: int) -> int:
+        p = self.phases
+        return p if isinstance(p, int) else p[worker]
+
+    def has_update(self, worker: int, t: int) -> bool:
+        """Worker ``worker`` has a fresh update in slot ``t`` (it may send only then)."""
+        p, f = self.period(worker), self.phase(worker)
+        return t >= f and (t - f) % p == 0
+
+    @property
+    def staggered(self) -> bool:
+        """Some worker updates less often than every slot or starts late."""
+        return self.periods != 1 or self.phases != 0
+
     def cluster_of(self, worker: int) -> int:
         """Workers are split into contiguous id ranges, cluster sizes differing by <= 1."""
         return worker * self.clusters // self.workers
@@ -201,6 +259,9 @@ class Deployment:
             d["feedback_ttl_ms"] = "inf"
         d["pull_rate"] = _fraction_out(self.pull_rate)
         d["fairness_threshold"] = _fraction_out(self.fairness_threshold)
+        for name in ("periods", "phases"):
+            if isinstance(d[name], tuple):
+                d[name] = list(d[name])
         return d
 
 

@@ -38,9 +38,11 @@ class CountingModel(AomModel):
 
     def __init__(self, dep: Deployment, prop: str, options: Options | None = None,
                  aom_cap: int | None = None) -> None:
-        if dep.mode != "olaf" or dep.rewards != "merge" or dep.aliasing or dep.pull_jitter:
-            raise ValueError("the counting encoding needs OLAF mode, rewards=merge and "
-                             "no contributor-bit aliasing")
+        if (dep.mode != "olaf" or dep.rewards != "merge" or dep.aliasing or dep.pull_jitter
+                or dep.staggered):
+            raise ValueError("the counting encoding needs OLAF mode, rewards=merge, an exact "
+                             "PULL schedule, one common update period and no contributor-bit "
+                             "aliasing")
         super().__init__(dep, prop, options, aom_cap)
         if not self.always_forced:
             raise ValueError("the counting encoding needs P_s = 1 for every reachable ACK")

@@ -205,6 +205,10 @@ class AomModel:
         if prop == "responsiveness":
             self.target = [z3.Bool(f"target_{u}") for u in range(n)]
             self.solver.add(z3.PbEq([(b, 1) for b in self.target], 1))
+        # With every worker unbeaten (fairness) no reward decision is left: all merge.
+        self.reward_choices = dep.rewards == "any" or (
+            dep.rewards == "unbeaten" and prop != "fairness")
+        """An UPDATE meeting another worker's slot may merge, replace or be dropped."""
 
     # -- helpers -------------------------------------------------------------------
     def _bv(self, name: str, width: int) -> Any:
@@ -320,10 +324,13 @@ class AomModel:
             s.add(z3.ULE(ev, self.IDLE))
             if j + 1 < m:
                 s.add(z3.Implies(ev == self.IDLE, evs[j + 1] == self.IDLE))
+        # A worker without a fresh update in this slot has nothing to send.
+        fresh = [dep.has_update(u, t) for u in range(n)]
         is_w = []
         for ev in evs:
             self._tick()
-            is_w.append([ev == u for u in range(n)])
+            is_w.append([ev == u if fresh[u] else z3.BoolVal(False) for u in range(n)])
+            s.add(*[ev != u for u in range(n) if not fresh[u]])
         for u in range(n):
             s.add(z3.AtMost(*[is_w[j][u] for j in range(m)], 1))
         if jitter:
@@ -342,7 +349,7 @@ class AomModel:
             s.add(*[ev != self.PULL for ev in evs])
         sends = [z3.Or([is_w[j][u] for j in range(m)]) for u in range(n)]
         self._transmission(t, sends)
-        if t == 0 and self.opt.symmetry_breaking and not dep.aliasing:
+        if t == 0 and self.opt.symmetry_breaking and not dep.aliasing and not dep.staggered:
             self._break_symmetry(evs, is_w)
 
         received = [[] for _ in range(n)]
@@ -354,7 +361,8 @@ class AomModel:
             if not self.always_forced:
                 windows.append(self._window_of(self.occ, self._active()))
         self.steps.append(steps)
-        self.skipped.append([z3.Not(x) for x in sends])
+        self.skipped.append([z3.Not(x) if fresh[u] else z3.BoolVal(False)
+                             for u, x in enumerate(sends)])
 
         if not self.always_forced:
             for u in range(n):
@@ -386,6 +394,10 @@ class AomModel:
         row = []
         for u in range(dep.workers):
             run = self.silent_now[u]
+            if not dep.has_update(u, t):
+                # Nothing to send: the run of skipped updates neither grows nor ends.
+                row.append(run)
+                continue
             longer = z3.If(run == top, run, run + one)
             row.append(self._fresh(f"silent_{t}_{u}",
                                    z3.If(z3.And(room, self.skipped[t][u]), longer,
@@ -415,12 +427,15 @@ class AomModel:
         ``max_skip`` slots in a row (an assumption of fairness and responsiveness, not
         of starvation); a worker whose feedback expired probes."""
         dep, s = self.dep, self.solver
+        fresh = [u for u in range(dep.workers) if dep.has_update(u, t)]
         if t == 0 or self.always_forced:
-            s.add(*sends)
+            s.add(*[sends[u] for u in fresh])
             return
         tc = self._const(t, self.wT)
         pg = self.probe_gap
-        for u in range(dep.workers):
+        for u in fresh:
+            # Before its first send a worker has no ACK: the initial window (the
+            # horizon) forces its first fresh update, as P_s = 1 before any ACK.
             gap = tc - self.last_send[u]
             s.add(z3.Implies(z3.ULE(gap, self.window[u]), sends[u]))
             if pg is not None and pg <= t:
@@ -428,7 +443,8 @@ class AomModel:
                 s.add(z3.Implies(z3.UGE(gap, pg), sends[u]))
             if self.prop == "starvation" or dep.max_skip is None:
                 continue
-            keeps = z3.Implies(z3.UGT(gap, dep.max_skip), sends[u])
+            # At most max_skip fresh updates skipped in a row: sends are period slots apart.
+            keeps = z3.Implies(z3.UGT(gap, dep.max_skip * dep.period(u)), sends[u])
             if self.target is None:
                 s.add(keeps)
             else:
@@ -467,7 +483,7 @@ class AomModel:
         one_o = self._const(1, self.wO)
         choice = None
         if dep.mode == "olaf":
-            if dep.rewards == "any":
+            if self.reward_choices:
                 choice = self._bv(f"choice_{t}_{j}", 2)
                 s.add(z3.ULE(choice, 2))
             code, enq_any = self._olaf_message(t, j, ev, is_w, pop, can_enq, choice, received,
@@ -513,6 +529,16 @@ class AomModel:
                 repl = z3.And(hit, z3.Or(own, choice == 1))
                 merge = z3.And(hit, z3.Not(own), choice == 0)
                 drop = z3.And(hit, z3.Not(own), choice == 2)
+                if dep.rewards == "unbeaten" and self.target is not None:
+                    # The worker under test is never out-rewarded: its update is not
+                    # dropped for its reward, and no other worker's update replaces a
+                    # slot that holds its contribution.
+                    other = z3.And(hit, z3.Not(own))
+                    for u in mem:
+                        self.solver.add(
+                            z3.Implies(z3.And(other, self.target[u], is_w[u]), choice != 2),
+                            z3.Implies(z3.And(other, self.target[u], z3.Not(is_w[u]),
+                                              self.inb[u]), choice != 1))
             enq = z3.And(send_k, z3.Not(self.queued[k]), can_enq)
             full = z3.And(send_k, z3.Not(self.queued[k]), z3.Not(can_enq))
             enq_any.append(enq)
@@ -798,12 +824,14 @@ class AomModel:
                                              f"is {counters[u]} at slot {t}, credits give {aom[u]}")
             skipped = [u for u in range(n) if true(self.skipped[t][u])]
             occ_end = events[-1].occupied if events else (slots[-1].occupied if slots else 0)
-            slots.append(Slot(t, events, skipped, occ_end, aom, min(aom)))
+            idle = [u for u in range(n) if not dep.has_update(u, t)]
+            slots.append(Slot(t, events, skipped, occ_end, aom, min(aom), idle))
         aom = slots[bad_slot].aom
         if self.prop == "responsiveness":
             worker = next(u for u in range(n) if true(self.target[u]))
+            unit = "fresh updates" if dep.staggered else "slots"
             keeps = ("" if dep.max_skip is None
-                     else f" keeps sending (skips <= {dep.max_skip} slots in a row) but")
+                     else f" keeps sending (skips <= {dep.max_skip} {unit} in a row) but")
             detail = (f"worker {worker}{keeps} has AoM_{worker}({bad_slot}) = {aom[worker]} > "
                       f"bound {dep.aom_bound}")
         elif self.prop == "starvation":

@@ -8,21 +8,23 @@ the occupancy after every message, each DATA's cluster and contributors and the
 workers the PS credits, AoM per worker at the end of every slot, that every skipped
 send had ``P_s < 1`` (DESIGN.md §4, from the feedback of the ACKs the queue actually
 sent) at some instant of its slot, every assumption the property rests on (skip runs
-of the workers that keep sending), and that the property really fails where the
-trace says.
+of the workers that keep sending, no send without a fresh update under per-worker
+periods, no out-rewarded worker under ``rewards=unbeaten``), and that the property
+really fails where the trace says.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Any
 
 import z3
 
 from dataplane.queue import OlafQueue, QueueConfig
 from verification.config import CONTRIBUTOR_BITS, Deployment
 from verification.sending import probability, slot_us
-from verification.trace import Trace
+from verification.trace import Event, Trace
 from worker_transport.codec import Batch, decode, encode
 from worker_transport.protocol import (
     DEFAULT_FRAC_BITS,
@@ -115,6 +117,7 @@ def replay(dep: Deployment, trace: Trace, expect_violation: bool = True) -> Repl
     received = [0] * n
     aom: list[int] = [0] * n
     pulled = 0
+    unbeaten = _unbeaten_workers(dep, trace) if expect_violation else set()
     for s in trace.slots:
         t = s.slot
         room = queue.occupied < dep.capacity
@@ -127,7 +130,16 @@ def replay(dep: Deployment, trace: Trace, expect_violation: bool = True) -> Repl
             bad(f"slot {t}: a worker sends twice")
         if any(u in senders for u in s.skipped):
             bad(f"slot {t}: a worker both sends and skips")
+        idle = [u for u in range(n) if not dep.has_update(u, t)]
+        if sorted(s.idle) != idle:
+            bad(f"slot {t}: workers {idle} have no fresh update, the trace says {sorted(s.idle)}")
         for u in range(n):
+            if u in idle:
+                # Nothing to send: neither a send nor a skip, and the runs go on.
+                if u in senders or u in s.skipped:
+                    bad(f"slot {t}: worker {u} sends or skips without a fresh update (period "
+                        f"{dep.period(u)}, phase {dep.phase(u)})")
+                continue
             if u in senders:
                 skip_run[u] = silent_run[u] = 0
                 continue
@@ -146,6 +158,7 @@ def replay(dep: Deployment, trace: Trace, expect_violation: bool = True) -> Repl
                               e.reward or 0)
             else:
                 raw = datagram(dep, MsgType.PULL)
+            met = _slot_met(queue, dep, e) if unbeaten and e.kind == "update" else None
             responses, _, _ = queue.process(decode([raw], VALUES))
             if len(responses) != 1:
                 bad(f"slot {t}: {e.kind} got {len(responses)} responses")
@@ -158,6 +171,8 @@ def replay(dep: Deployment, trace: Trace, expect_violation: bool = True) -> Repl
                 if int(r["msg_type"]) != MsgType.ACK or got != e.outcome:
                     bad(f"{where}: queue says {got}, trace says {e.outcome}")
                 last_ack[e.worker] = (t, int(r["queue_util"]), int(r["active_clusters"]))
+                if met is not None:
+                    _check_unbeaten(dep, e.worker, got, met, unbeaten, where, bad)
             else:
                 kind = MsgType(int(r["msg_type"])).name
                 if kind != e.response:
@@ -184,6 +199,41 @@ def replay(dep: Deployment, trace: Trace, expect_violation: bool = True) -> Repl
     elif expect_violation:
         _check_violation(dep, trace, aom, max_run, silent_run, report)
     return report
+
+
+def _unbeaten_workers(dep: Deployment, trace: Trace) -> set[int]:
+    """The workers ``rewards=unbeaten`` says are never out-rewarded, for this trace's
+    property (none when the assumption is not made or cannot matter)."""
+    if dep.rewards != "unbeaten" or dep.mode != "olaf" or trace.prop == "starvation":
+        return set()
+    return set(range(dep.workers)) if trace.prop == "fairness" else {trace.violation_worker}
+
+
+def _slot_met(queue: OlafQueue, dep: Deployment, e: Event) -> tuple[int, int, int] | None:
+    """(worker, agg_count, contributors) of the queued slot the UPDATE ``e`` will meet, or
+    None when its cluster has none."""
+    s = queue.index[dep.cluster_of(e.worker)]  # one block: the key is the cluster
+    if s < 0:
+        return None
+    slots = queue.slots
+    return slots["worker_id"][s], slots["agg_count"][s], slots["contributors"][s]
+
+
+def _check_unbeaten(dep: Deployment, worker: int, outcome: str, met: tuple[int, int, int],
+                    unbeaten: set[int], where: str, bad: Any) -> None:
+    """An unbeaten worker's update is never DROPPED_REWARD, and no other worker REPLACES
+    (by reward, not its own single slot) a slot holding an unbeaten worker's bit."""
+    owner, agg, contributors = met
+    if outcome == "DROPPED_REWARD" and worker in unbeaten:
+        bad(f"{where}: dropped for its reward, but worker {worker} is assumed never "
+            "out-rewarded (rewards=unbeaten)")
+    if outcome == "REPLACED" and not (agg == 1 and owner == worker):
+        beaten = [v for v in sorted(unbeaten) if v != worker
+                  and dep.cluster_of(v) == dep.cluster_of(worker)
+                  and contributors >> (v % CONTRIBUTOR_BITS) & 1]
+        if beaten:
+            bad(f"{where}: replaced the slot holding worker {beaten[0]}'s contribution, but "
+                f"worker {beaten[0]} is assumed never out-rewarded (rewards=unbeaten)")
 
 
 def _check_violation(dep: Deployment, trace: Trace, aom: list[int], max_run: list[int],

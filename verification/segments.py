@@ -43,9 +43,10 @@ class SegmentModel(AomModel):
 
     def __init__(self, dep: Deployment, prop: str, options: Options | None = None,
                  aom_cap: int | None = None) -> None:
-        if dep.mode != "olaf" or dep.rewards != "merge" or dep.pull_jitter:
-            raise ValueError("the segment encoding covers OLAF mode with rewards=merge and "
-                             "an exact PULL schedule only")
+        if dep.mode != "olaf" or dep.rewards != "merge" or dep.pull_jitter or dep.staggered:
+            raise ValueError("the segment encoding covers OLAF mode with rewards=merge, "
+                             "an exact PULL schedule and every worker updating every slot "
+                             "only")
         super().__init__(dep, prop, options, aom_cap)
         self.track = not self.always_forced
         """Some ACK leaves P_s < 1: workers may skip, and each sender's feedback (the

@@ -53,6 +53,9 @@ class Slot:
     aom: list[int]
     """AoM_u at the end of the slot, per worker, in slots."""
     global_aom: int
+    idle: list[int] = field(default_factory=list)
+    """Workers without a fresh update in this slot (per-worker periods and phases): they
+    can neither send nor skip."""
 
 
 @dataclass
@@ -100,7 +103,7 @@ class Trace:
             rows.append([
                 str(s.slot),
                 " ".join(parts) or "-",
-                ",".join(f"w{w}" for w in s.skipped) or "-",
+                ",".join([*(f"w{w}" for w in s.skipped), *(f"(w{w})" for w in s.idle)]) or "-",
                 str(s.occupied),
                 " ".join(f"{a:>2}" for a in s.aom) + mark,
                 str(s.global_aom),
@@ -116,4 +119,6 @@ class Trace:
         legend = (f"workers w0..w{n - 1}; ENQ enqueued, MRG merged, REP replaced, "
                   "DRW dropped (reward), DFL dropped (full); PULL:cK{...} = DATA of cluster K "
                   "crediting those workers")
+        if any(s.idle for s in self.slots):
+            legend += "; skip (wK) = worker K had no fresh update in that slot"
         return "\n".join([*lines, legend])
