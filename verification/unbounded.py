@@ -87,6 +87,8 @@ def unsupported_reason(dep: Deployment) -> str | None:
         return "rewards=any is not modelled by the all-T search"
     if dep.pull_jitter:
         return "pull jitter is not modelled by the all-T search"
+    if dep.staggered:
+        return "update periods or phases other than every slot are not modelled by the all-T search"
     if dep.aliasing:
         return "contributor-bit aliasing (> 32 workers in a cluster) is not modelled by the all-T search"
     return None
