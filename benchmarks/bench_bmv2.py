@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -33,15 +32,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))  # benchmarks/ and tests/ helpers, when run as a script
+    sys.path.insert(0, str(ROOT))  # the project's packages, when run as a script
 
-from tests.netns import Hosts, can_create_namespaces, ip  # noqa: E402
-from tests.p4_replay import HOST_MAC, SWITCH_MAC, compile_p4, missing_tools  # noqa: E402
-from tests.p4_replay import stop_process as stop  # noqa: E402
+from bmv2_topologies.netns import Hosts, can_create_namespaces  # noqa: E402
+from bmv2_topologies.simple_switch import compile_p4, free_tcp_port, missing_tools, stop_process  # noqa: E402
 from worker_transport.protocol import OLAF_PORT, MsgType, Olaf  # noqa: E402
 
-HOST_ADDRESS = "10.0.0.1"
-PS_ADDRESS = "10.0.0.100"
+HOST_ADDRESS, HOST_MAC = "10.0.0.1", "00:00:0a:00:00:01"
+PS_ADDRESS, SWITCH_MAC = "10.0.0.100", "00:00:0a:00:00:fe"
 """Where the host sends: behind the switch, which answers OLAF messages itself."""
 LOGGING_MARKER = b"Processing packet received on port"
 """A per-packet BMLOG_DEBUG_PKT format string: present only when bmv2's logging macros are compiled in."""
@@ -86,12 +84,6 @@ def parse_rate(stdout: str) -> float:
     raise RuntimeError(f"the load generator printed no rate: {stdout!r}")
 
 
-def free_tcp_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Bench:
     """The namespace, the veth pair and the compiled program, for the whole run."""
 
@@ -100,12 +92,10 @@ class Bench:
         self.program = compile_p4(work / "build")
         self.hosts = Hosts()
         try:
-            mac = ":".join(f"{b:02x}" for b in HOST_MAC)
-            self.iface = self.hosts.add("bmv2bench", f"{HOST_ADDRESS}/24", mac)
+            self.iface = self.hosts.add("bmv2bench", f"{HOST_ADDRESS}/24", HOST_MAC)
             ns = self.hosts.namespace("bmv2bench")
             # Answers are sent to the MAC the request came from, so the switch needs no ARP.
-            ip("-n", ns, "neigh", "replace", PS_ADDRESS, "lladdr",
-               ":".join(f"{b:02x}" for b in SWITCH_MAC), "dev", "eth0")
+            self.hosts.neighbour("bmv2bench", PS_ADDRESS, SWITCH_MAC)
             # Full UDP checksums on the wire: neither switch completes a partial one.
             subprocess.run(["ip", "netns", "exec", ns, "ethtool", "-K", "eth0", "tx", "off"],
                            capture_output=True, check=False)
@@ -140,7 +130,7 @@ class Bench:
                 raise RuntimeError(f"load generator failed: {gen.stderr.strip()}")
             return parse_rate(gen.stdout)
         finally:
-            stop(switch)
+            stop_process(switch)
 
     def close(self) -> None:
         self.hosts.close()

@@ -11,17 +11,16 @@ experiment must use ``values=64``.
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bmv2_topologies.control import REPO, Target
+from bmv2_topologies.control import Target
+from bmv2_topologies.simple_switch import P4_MAIN, free_tcp_port
 
 if TYPE_CHECKING:
     from bmv2_topologies.testbed import Testbed
 
-P4_MAIN = REPO / "p4" / "olaf.p4"
 P4_VALUES = 64
 
 
@@ -51,12 +50,6 @@ def compile_program(out_dir: Path) -> tuple[Path, Path]:
     return program, p4info
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Bmv2Switches:
     """The ``simple_switch_grpc`` processes of one testbed (tracked by the testbed)."""
 
@@ -77,7 +70,7 @@ class Bmv2Switches:
         config = program.read_bytes()
         targets = []
         for device, name in enumerate(tb.topology.switches, start=1):
-            grpc, thrift = f"127.0.0.1:{_free_port()}", _free_port()
+            grpc, thrift = f"127.0.0.1:{free_tcp_port()}", free_tcp_port()
             argv = ["simple_switch_grpc", "--device-id", str(device),
                     "--thrift-port", str(thrift),
                     "--notifications-addr", f"ipc://{tb.out}/bmv2-{device}-notifications.ipc",

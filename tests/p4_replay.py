@@ -19,7 +19,6 @@ import importlib.util
 import json
 import os
 import shutil
-import signal
 import struct
 import subprocess
 import tempfile
@@ -28,10 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bmv2_topologies.simple_switch import P4_MAIN, compile_p4, free_tcp_port, stop_process
 from worker_transport.protocol import HEADER_LEN, OLAF_PORT, VERSION, Mode, MsgType
 
 REPO = Path(__file__).resolve().parent.parent
-P4_MAIN = REPO / "p4" / "olaf.p4"
 VECTORS_DIR = REPO / "tests" / "vectors"
 
 HOST_MAC = bytes.fromhex("00000a000001")
@@ -206,47 +205,6 @@ def read_pcap(path: Path) -> list[bytes]:
 
 # -- bmv2 ------------------------------------------------------------------------------
 
-P4C = "p4c-bm2-ss"
-"""p4c's v1model/bmv2 back end; the p4lang packages and the bundle in .p4tools/ both ship it."""
-
-
-def stop_process(proc: subprocess.Popen) -> None:
-    """Stop a switch this module (or a benchmark using it) started: SIGTERM by its PID, then
-    SIGKILL if it has not exited within 10 s."""
-    if proc.poll() is None:
-        os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait()
-
-
-def missing_tools() -> str | None:
-    """Why the bmv2 replay cannot run here, or None when it can."""
-    missing = [t for t in (P4C, "simple_switch", "simple_switch_CLI") if not shutil.which(t)]
-    return None if not missing else "not on PATH: " + ", ".join(missing)
-
-
-def compile_p4(
-    out_dir: Path, defines: list[str] | None = None, p4info: Path | None = None, main: Path = P4_MAIN
-) -> Path:
-    """Compile ``main`` (p4/olaf.p4) for bmv2 with warnings as errors; returns the JSON.
-
-    Raises with p4c's output on failure (a warning is a failure).
-    """
-    out_dir.mkdir(parents=True, exist_ok=True)
-    produced = out_dir / "olaf.json"
-    cmd = [P4C, "--arch", "v1model", "--Werror", *(defines or [])]
-    if p4info is not None:
-        cmd += ["--p4runtime-files", str(p4info)]
-    cmd += ["-o", str(produced), str(main)]
-    result = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
-    if result.returncode != 0 or not produced.exists():
-        raise RuntimeError(f"{' '.join(cmd)} failed:\n{result.stdout}\n{result.stderr}")
-    return produced
-
-
 def cli_env() -> dict[str, str]:
     """Environment for simple_switch_CLI: a relocated bmv2 (the .p4tools bundle) keeps its
     Python modules in lib/python3*/site-packages beside bin/, which the CLI must find."""
@@ -402,7 +360,7 @@ def _run_once(
             write_pcap(work_dir / f"port{port}_in.pcap", [])
         # A previous run's output would be counted before the switch truncates it.
         (work_dir / f"port{port}_out.pcap").unlink(missing_ok=True)
-    thrift_port = _free_port()
+    thrift_port = free_tcp_port()
     interfaces = [arg for port in range(ports) for arg in ("-i", f"{port}@port{port}")]
     log_path = work_dir / "simple_switch.log"
     log = log_path.open("w")
@@ -448,14 +406,6 @@ def _run_once(
         stop_process(proc)
         log.close()
     return Bmv2Run([read_pcap(work_dir / f"port{p}_out.pcap") for p in range(ports)], state)
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def end_marker(vector: Vector) -> bytes:

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from benchmarks import bench_bmv2
-from tests.netns import can_create_namespaces
-from tests.p4_replay import missing_tools
+from bmv2_topologies.netns import can_create_namespaces
+from bmv2_topologies.simple_switch import missing_tools
 
 
 def test_logging_marker_detection(tmp_path: Path) -> None:

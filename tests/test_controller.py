@@ -23,6 +23,8 @@ import pytest
 from p4runtime_sh.p4runtime import P4RuntimeClient
 
 from bmv2_topologies import bmv2
+from bmv2_topologies.netns import Hosts, can_create_namespaces
+from bmv2_topologies.simple_switch import free_tcp_port, stop_process
 from control_plane.controller import (
     Controller,
     ControllerError,
@@ -32,7 +34,6 @@ from control_plane.controller import (
     tofino_device_config,
 )
 from control_plane.threshold import ThresholdLoop, pipeline_threshold_setter
-from tests.netns import Hosts, can_create_namespaces
 from tests.switch_process import REPO, olaf_command, running_switch
 from tests.vectors.generate import pull, update
 from worker_transport.protocol import FLAG_CONGESTED, OLAF_PORT, Mode, MsgType, Olaf, Outcome
@@ -105,17 +106,11 @@ def soft_target() -> Iterator[Target]:
     assert sw.proc.returncode == 0, sw.stderr
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _start_simple_switch_grpc(work: Path, ports: dict[int, str], device_id: int
                               ) -> tuple[subprocess.Popen, str, int]:
     """One start on fresh ports; RuntimeError when the process exits before it serves
     (e.g. a port taken in the meantime by another program)."""
-    grpc_address, thrift_port = f"127.0.0.1:{_free_port()}", _free_port()
+    grpc_address, thrift_port = f"127.0.0.1:{free_tcp_port()}", free_tcp_port()
     argv = ["simple_switch_grpc", "--device-id", str(device_id), "--thrift-port", str(thrift_port),
             "--notifications-addr", f"ipc://{work}/bmv2-notifications.ipc",
             "--log-file", str(work / "bmv2"), "--log-flush", "--log-level", "warn"]
@@ -137,7 +132,7 @@ def _start_simple_switch_grpc(work: Path, ports: dict[int, str], device_id: int
                 return proc, grpc_address, thrift_port
             continue
         if time.monotonic() > deadline:
-            _stop(proc)
+            stop_process(proc)
             raise ConnectionError(f"simple_switch_grpc on {grpc_address} never answered")
         time.sleep(0.3)
 
@@ -148,15 +143,6 @@ def _answers(address: str, device_id: int) -> bool:
     except ConnectionError:
         return False
     return True
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 @contextlib.contextmanager
@@ -173,7 +159,7 @@ def simple_switch_grpc(work: Path, ports: dict[int, str], device_id: int = 1) ->
     try:
         yield grpc_address, thrift_port
     finally:
-        _stop(proc)
+        stop_process(proc)
 
 
 @pytest.fixture(scope="session")
@@ -479,10 +465,7 @@ def test_cli_sets_and_shows(capsys: pytest.CaptureFixture, elections: Target) ->
 def test_cli_errors_are_one_line_with_exit_codes(capsys: pytest.CaptureFixture) -> None:
     from olaf.cli import main
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        free = s.getsockname()[1]
-    assert main(["ctl", "--target", f"127.0.0.1:{free}", "--timeout", "1", "show"]) == 1
+    assert main(["ctl", "--target", f"127.0.0.1:{free_tcp_port()}", "--timeout", "1", "show"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("olaf ctl: error: no P4Runtime session") and err.count("\n") == 1
     with pytest.raises(SystemExit) as e:

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bmv2_topologies.simple_switch import missing_tools
 from dataplane.acl import AclRule, Refusal, SourceAcl, parse_cluster_source, parse_prefix
 from dataplane.queue import OlafQueue, QueueConfig
 from dataplane.switch import Pipeline, UdpSwitch
@@ -377,7 +378,7 @@ def host_frame(payload: bytes, host: str, step: int, reply: bool = False) -> byt
 def acl_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A build folder with the default program compiled (``compiled/olaf.json``, where
     ``p4_replay.compiled_program`` looks): the source checks are always in it."""
-    missing = p4_replay.missing_tools()
+    missing = missing_tools()
     if missing:
         pytest.skip(missing)
     build = tmp_path_factory.mktemp("acl_p4")

@@ -9,7 +9,7 @@ import pytest
 from scapy.layers.l2 import Ether
 from scapy.utils import rdpcap
 
-from tests.netns import Hosts, can_create_namespaces
+from bmv2_topologies.netns import Hosts, can_create_namespaces
 from tests.switch_process import REPO, running_switch
 from tests.vectors.generate import update
 from worker_transport.protocol import MsgType, Olaf, Outcome

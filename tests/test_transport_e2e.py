@@ -19,7 +19,7 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
-from tests.netns import Hosts, can_create_namespaces
+from bmv2_topologies.netns import Hosts, can_create_namespaces
 from tests.switch_process import REPO, olaf_command, running_switch
 from worker_transport.policy import AlwaysSend
 from worker_transport.protocol import Outcome

@@ -23,10 +23,11 @@ import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
+from bmv2_topologies.simple_switch import compile_p4, missing_tools
 from tests import p4_replay
 from worker_transport.protocol import MAX_VALUES_P4, OLAF_PORT, Olaf
 
-MISSING = p4_replay.missing_tools()
+MISSING = missing_tools()
 VECTOR_FILES = p4_replay.vector_files()
 
 
@@ -225,7 +226,7 @@ def test_configured_program_equals_compiling_the_config(build_dir: Path, tmp_pat
     config = {**vector.config, "mode": "fifo", "capacity": 3, "threshold": 65536, "congestion_threshold": 7}
     compiled = p4_replay.compiled_program(build_dir)
     configured = p4_replay.configured_program(compiled, config, tmp_path / "configured.json")
-    with_defines = p4_replay.compile_p4(tmp_path / "defines", p4_replay.config_defines(config))
+    with_defines = compile_p4(tmp_path / "defines", p4_replay.config_defines(config))
     assert json.loads(configured.read_text()) == json.loads(with_defines.read_text())
     assert json.loads(configured.read_text()) != json.loads(compiled.read_text())
 

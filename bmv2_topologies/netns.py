@@ -1,4 +1,5 @@
-"""Throw-away hosts in network namespaces (``olaf-`` prefix) joined by veth pairs, for tests.
+"""Throw-away hosts in network namespaces (``olaf-`` prefix) joined by veth pairs, for the
+tests and the benchmarks that put a switch between real kernel UDP stacks.
 
 Everything created is recorded and removed again by ``close``; nothing else is touched.
 """
