@@ -150,6 +150,18 @@ def test_series_does_not_depend_on_when_advance_is_called() -> None:
     assert np.array_equal(lazy.series.global_ms, (g - last) / 1000)
 
 
+def test_a_joining_worker_starts_at_aom_0_and_earlier_samples_keep_the_old_state() -> None:
+    aom = tracker(interval_us=10 * MS, workers=2)
+    first = aom.join(np.array([False, True]), START + 25 * MS)
+    assert first == 3  # the samples at 0, 10 and 20 ms came before the join
+    aom.advance(START + 40 * MS)
+    s = aom.series
+    assert s.per_worker_ms[:, 1].tolist() == [0, 10, 20, 5, 15]
+    assert s.per_worker_ms[:, 0].tolist() == [0, 10, 20, 30, 40]
+    assert s.global_ms.tolist() == [0, 10, 20, 30, 40]  # a join is no update
+    assert aom.received == 0
+
+
 def test_a_clock_stepping_back_never_gives_negative_aom() -> None:
     aom = tracker(interval_us=MS, workers=1)
     aom.record(START + 10 * MS, 1, 0)

@@ -193,6 +193,22 @@ class AoMTracker:
         self._age_t.append(np.full(n, t, np.int64))
         self._ages.append(age_us(np.int64(wrap_us(t)), np.asarray(gen_time_us, np.int64)))
 
+    def join(self, bits: np.ndarray, now_us: int | None = None) -> int:
+        """Workers of ``bits`` (a bool mask over the tracked bits) join at ``now_us``
+        (default: the clock's now): their AoM is 0 there, as every worker's is at the
+        start, since a worker that has just joined has no update to be late with.
+
+        Ordered like a DATA arrival: the samples before ``now_us`` are taken with the old
+        state first. Returns the index of the first sample that sees the join.
+        """
+        now = self.clock() if now_us is None else int(now_us)
+        with self._lock:
+            t = max(now, self._last_event_us)
+            self._sample_before(t)
+            self._last_event_us = t
+            self.last_worker_us[np.asarray(bits, bool)] = t
+            return self._next_k
+
     def advance(self, now_us: int | None = None) -> None:
         """Take every sample due at or before ``now_us`` (default: the clock's now)."""
         now = self.clock() if now_us is None else int(now_us)

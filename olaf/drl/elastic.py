@@ -140,9 +140,8 @@ def worker_bits(ids: list[int], bits: int) -> np.ndarray:
 class ElasticAoM(AoMTracker):
     """AoM with a changing set of active workers (see the module doc).
 
-    It extends ``AoMTracker`` through the tracker's own sampling step (``_sample_before``
-    under its lock), so that samples before a change see the old set and samples after it
-    the new one, exactly as a DATA arrival is ordered.
+    A change goes through ``AoMTracker.join``, which orders it like a DATA arrival:
+    samples before a change see the old set and samples after it the new one.
     """
 
     def __init__(self, *, active_bits: np.ndarray, **kwargs: Any) -> None:
@@ -154,15 +153,12 @@ class ElasticAoM(AoMTracker):
         """(first sample index, active bits from then on)."""
 
     def set_active(self, bits: np.ndarray, now_us: int | None = None) -> None:
-        now = self.clock() if now_us is None else int(now_us)
+        """The bits active from ``now_us`` on (default: the clock's now); bits that were
+        inactive join with AoM 0."""
         bits = np.asarray(bits, bool)
-        with self._lock:
-            t = max(now, self._last_event_us)
-            self._sample_before(t)
-            self._last_event_us = t
-            self.last_worker_us[bits & ~self.active_bits] = t
-            self.active_bits = bits.copy()
-            self._changes.append((self._next_k, bits.copy()))
+        first = self.join(bits & ~self.active_bits, now_us)
+        self.active_bits = bits.copy()
+        self._changes.append((first, bits.copy()))
 
     def active_matrix(self, samples: int) -> np.ndarray:
         """``(samples, workers)``: whether each bit was active at each sample."""
