@@ -406,7 +406,8 @@ def test_verified_states_its_assumptions_and_dumps_the_query(
 
     prefix = tmp_path / "q"
     args = ["--workers", "2", "--horizon", "6", "--warmup", "2", "--sender", "always",
-            "--property", "responsiveness", "--json", "--dump-smt", str(prefix)]
+            "--property", "responsiveness", "--rewards", "merge", "--json", "--dump-smt",
+            str(prefix)]
     assert main([*args, "--no-all-t"]) == 0
     (res,) = json.loads(capsys.readouterr().out)["results"]
     assert res["status"] == "VERIFIED" and res["scope"] == "bounded"
@@ -570,7 +571,7 @@ def test_update_periods_and_phases(changes: dict, prop: str, slot: int | None) -
 def test_staggered_deployments_stay_bounded_and_say_so(capsys: pytest.CaptureFixture[str]) -> None:
     args = ["--workers", "2", "--capacity", "2", "--pull-rate", "2", "--sender", "always",
             "--periods", "1,3", "--horizon", "8", "--warmup", "2", "--aom-bound", "3",
-            "--property", "responsiveness", "--json"]
+            "--property", "responsiveness", "--rewards", "merge", "--json"]
     assert main(args) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["deployment"]["periods"] == [1, 3]
@@ -607,6 +608,10 @@ def test_bad_periods_exit_2(args: list[str], words: str,
 
 
 def test_periods_from_toml(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    example = LEGACY_TOML.parent / "slow-worker.toml"
+    assert main([str(example), "--json"]) == 1
+    (res,) = json.loads(capsys.readouterr().out)["results"]
+    assert res["counterexample"]["violation_slot"] == 3 and res["replay"]["reproduced"]
     toml = tmp_path / "dep.toml"
     toml.write_text("[deployment]\nworkers = 2\nclusters = 2\ncapacity = 2\npull-rate = 2\n"
                     "sender = \"always\"\nperiods = [1, 3]\nphases = [0, 1]\nhorizon = 8\n"

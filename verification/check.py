@@ -40,8 +40,7 @@ def rewards_irrelevant(dep: Deployment, prop: str) -> bool:
     """True when no reward decision can change ``prop``'s verdict, so ``dep`` may be
     checked as ``rewards=merge`` (see README, "Rewards"):
 
-    * FIFO mode never compares rewards, and neither do clusters of one worker (an UPDATE
-      meeting its cluster's slot meets its own single slot: REPLACED by rule 1);
+    * FIFO mode never compares rewards;
     * starvation: a reward decision only picks MERGED, REPLACED or DROPPED_REWARD for an
       UPDATE whose cluster already has a slot, and none of them changes the occupancy,
       the ring or the active clusters, so no ACK's feedback and no send; starvation reads
@@ -52,7 +51,7 @@ def rewards_irrelevant(dep: Deployment, prop: str) -> bool:
       the other's), exactly as under ``merge``, and no other worker's send depends on
       rewards."""
     return (dep.rewards == "merge" or dep.mode == "fifo" or prop == "starvation"
-            or dep.rewards == "unbeaten" or dep.workers == dep.clusters)
+            or dep.rewards == "unbeaten")
 
 
 def as_checked(dep: Deployment, prop: str) -> Deployment:
@@ -195,7 +194,7 @@ def assumptions(dep: Deployment, prop: str) -> list[str]:
          f"{float(dep.pull_rate):g} (jitter; no longer stalls)"),
         "messages of a slot reach the switch in any order; every ACK returns within its slot; "
         "no loss or reordering between hosts and switch",
-        f"queue mode {dep.mode} and the reward threshold fixed for the run",
+        f"queue mode {dep.mode} fixed for the run",
     ]
     out.append(_rewards_assumption(dep, prop))
     if dep.sender == "always":
@@ -250,9 +249,6 @@ def _rewards_assumption(dep: Deployment, prop: str) -> str:
     cannot change the verdict, why."""
     if dep.mode == "fifo":
         return "rewards: never compared (FIFO mode), so any rewards and threshold"
-    if dep.workers == dep.clusters:
-        return ("rewards: never compared (one worker per cluster: an update only meets its own "
-                "slot), so any rewards and threshold")
     if dep.rewards == "merge":
         return ("rewards: no threshold set yet, or every reward within the threshold of every "
                 "other (--rewards merge): every compatible update merges")
@@ -262,7 +258,8 @@ def _rewards_assumption(dep: Deployment, prop: str) -> str:
                 "changes the occupancy, so no ACK and no send)")
     if dep.rewards == "any":
         return ("rewards: any rewards and any threshold, e.g. the controller's "
-                "0.15 x |mean reward| (merge, replace or drop chosen freely)")
+                "0.15 x |mean reward|, changing during the run or not (merge, replace or drop "
+                "chosen freely)")
     if prop == "fairness":
         return ("rewards: no worker is ever out-rewarded (--rewards unbeaten: every reward "
                 "within the threshold of every other it meets), so every compatible update "
