@@ -178,6 +178,20 @@ def test_connected_udp_transport_ignores_other_sources() -> None:
         loose.close()
 
 
+def test_a_refused_datagram_is_counted_as_a_loss_not_raised() -> None:
+    """Nobody listens on the port: the kernel's ICMP answer makes a later send on the
+    connected socket fail with ECONNREFUSED, which the transport counts and survives."""
+    closed = _free_udp_port()
+    with UdpTransport(("127.0.0.1", closed), gso=False) as transport:
+        calls = sent = 0
+        while transport.send_errors == 0 and calls < 200:
+            sent += transport.send([b"hello"])
+            calls += 1
+            time.sleep(0.005)
+        assert transport.send_errors == 1
+        assert sent == calls - 1
+
+
 def _raw_sockets_allowed() -> bool:
     try:
         socket.socket(socket.AF_PACKET, socket.SOCK_RAW).close()

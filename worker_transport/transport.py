@@ -30,7 +30,7 @@ import select
 import socket
 import struct
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -74,6 +74,26 @@ class Transport(ABC):
     @abstractmethod
     def close(self) -> None:
         """Release the socket. Idempotent."""
+
+    send_errors = 0
+    """Packets the kernel refused (ENOBUFS, ECONNREFUSED after an ICMP error, ...)."""
+
+    def _send_each(self, send: Callable[[memoryview | bytes | bytearray], object],
+                   rows: Iterable[memoryview | bytes | bytearray]) -> int:
+        """``send`` each row, one call per packet; returns how many the kernel accepted."""
+        sent = 0
+        for row in rows:
+            try:
+                send(row)
+                sent += 1
+            except (ConnectionRefusedError, BlockingIOError, InterruptedError):
+                self.send_errors += 1
+            except OSError as e:
+                # ENOBUFS: the local queue is full. UDP may drop: count it like a loss.
+                if e.errno != errno.ENOBUFS:
+                    raise
+                self.send_errors += 1
+        return sent
 
     def __enter__(self) -> Transport:
         return self
@@ -179,7 +199,6 @@ class UdpTransport(Transport):
         self.connected = connect
         self.gso = ipaddress.ip_address(sockaddr[0]).is_loopback if gso is None else gso
         self.send_errors = 0
-        """Packets the kernel refused (ENOBUFS, ECONNREFUSED after an ICMP error, ...)."""
 
     @property
     def local_address(self) -> tuple[str, int]:
@@ -202,19 +221,7 @@ class UdpTransport(Transport):
             def send(row: memoryview | bytes | bytearray) -> int:
                 return sendto(row, remote)
 
-        sent = 0
-        for row in rows_of(packets):
-            try:
-                send(row)
-                sent += 1
-            except (ConnectionRefusedError, BlockingIOError, InterruptedError):
-                self.send_errors += 1
-            except OSError as e:
-                # ENOBUFS: the local queue is full. UDP may drop: count it like a loss.
-                if e.errno != errno.ENOBUFS:
-                    raise
-                self.send_errors += 1
-        return sent
+        return self._send_each(send, rows_of(packets))
 
     def _send_gso(self, rows: np.ndarray) -> int | None:
         """Datagrams sent, or None if the kernel refused GSO on the first call."""
@@ -490,19 +497,8 @@ class EthernetTransport(Transport):
         """Frames seen on the interface that were not OLAF traffic for us."""
 
     def send(self, packets: Packets) -> int:
-        sent = 0
-        for payloads in _equal_length_groups(packets):
-            for frame in rows_of(self.builder.build(payloads)):
-                try:
-                    self.sock.send(frame)
-                    sent += 1
-                except (BlockingIOError, InterruptedError):
-                    self.send_errors += 1
-                except OSError as e:
-                    if e.errno != errno.ENOBUFS:
-                        raise
-                    self.send_errors += 1
-        return sent
+        return sum(self._send_each(self.sock.send, rows_of(self.builder.build(payloads)))
+                   for payloads in _equal_length_groups(packets))
 
     def recv(self, timeout: float | None, max_count: int = 4096) -> list[bytes]:
         sock = self.sock
