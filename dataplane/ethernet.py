@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import select
 import socket
-import threading
 import time
 from pathlib import Path
 
@@ -26,7 +25,7 @@ from dataplane.forwarding import ForwardingTable
 from dataplane.impairment import Impairment
 from dataplane.pcap import LINKTYPE_ETHERNET, PcapWriter, ipv4_checksum
 from dataplane.queue import OlafQueue
-from dataplane.switch import Pipeline, StatsLine
+from dataplane.switch import FrontEnd, Pipeline
 from worker_transport.protocol import OLAF_PORT, MsgType
 
 ETH_P_ALL = 0x0003
@@ -68,7 +67,7 @@ def response_headers(requests: np.ndarray, payload_lengths: np.ndarray) -> np.nd
     return h
 
 
-class EthernetSwitch:
+class EthernetSwitch(FrontEnd):
     """OLAF over Ethernet frames on AF_PACKET sockets: ``-i PORT@IFACE``."""
 
     def __init__(
@@ -109,14 +108,6 @@ class EthernetSwitch:
             for port, iface in self.ports.items():
                 for way in ("in", "out"):
                     self._pcaps[port, way] = PcapWriter(pcap_dir / f"{iface}_{way}.pcap", LINKTYPE_ETHERNET)
-
-    @property
-    def queue(self) -> OlafQueue:
-        return self.pipeline.queue
-
-    @property
-    def lock(self) -> threading.Lock:
-        return self.pipeline.lock
 
     def _drain(self, readable: list[socket.socket]) -> tuple[list[bytes], list[int]]:
         frames: list[bytes] = []
@@ -210,11 +201,7 @@ class EthernetSwitch:
         return out
 
     def poll(self, timeout: float) -> int:
-        now = time.monotonic()
-        due = self.impairment.next_due()
-        if due is not None:
-            timeout = max(0.0, min(timeout, due - now))
-        readable, _, _ = select.select(list(self.sockets.values()), [], [], timeout)
+        readable, _, _ = select.select(list(self.sockets.values()), [], [], self._wait_limit(timeout))
         self._transmit(self.impairment.due(time.monotonic()))
         if not readable:
             return 0
@@ -227,12 +214,6 @@ class EthernetSwitch:
                 writer.write([frame])
         self._emit(self.handle(frames, in_ports))
         return len(frames)
-
-    def serve(self, stop: threading.Event, stats: StatsLine | None = None) -> None:
-        while not stop.is_set():
-            self.poll(0.05)
-            if stats is not None:
-                stats.tick(time.monotonic())
 
     def close(self) -> None:
         for sock in self.sockets.values():

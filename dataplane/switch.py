@@ -20,6 +20,7 @@ import select
 import socket
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from pathlib import Path
 
@@ -102,6 +103,38 @@ class Pipeline:
         }
 
 
+class FrontEnd(ABC):
+    """What every front end has around its ``Pipeline``: the queue and lock it guards, and
+    the serving loop. A front end sets ``pipeline`` and ``impairment`` and says how it
+    handles one batch (``poll``)."""
+
+    pipeline: Pipeline
+    impairment: Impairment
+
+    @property
+    def queue(self) -> OlafQueue:
+        return self.pipeline.queue
+
+    @property
+    def lock(self) -> threading.Lock:
+        return self.pipeline.lock
+
+    @abstractmethod
+    def poll(self, timeout: float) -> int:
+        """Wait up to ``timeout`` s for traffic, process one batch; returns messages handled."""
+
+    def _wait_limit(self, timeout: float) -> float:
+        """``timeout``, shortened so that a packet the impairment holds leaves when due."""
+        due = self.impairment.next_due()
+        return timeout if due is None else max(0.0, min(timeout, due - time.monotonic()))
+
+    def serve(self, stop: threading.Event, stats: StatsLine | None = None) -> None:
+        while not stop.is_set():
+            self.poll(0.05)
+            if stats is not None:
+                stats.tick(time.monotonic())
+
+
 class StatsLine:
     """Periodic one-line stats: packet rate since the last line, occupancy, outcomes."""
 
@@ -127,7 +160,7 @@ class StatsLine:
         )
 
 
-class UdpSwitch:
+class UdpSwitch(FrontEnd):
     """OLAF over plain UDP: ``--listen HOST:PORT``.
 
     One ``recvmmsg`` fills a batch, the queue answers it, one ``sendmmsg`` sends the
@@ -170,14 +203,6 @@ class UdpSwitch:
             self._pcap_in = PcapWriter(pcap_dir / "udp_in.pcap", LINKTYPE_RAW)
             self._pcap_out = PcapWriter(pcap_dir / "udp_out.pcap", LINKTYPE_RAW)
 
-    @property
-    def queue(self) -> OlafQueue:
-        return self.pipeline.queue
-
-    @property
-    def lock(self) -> threading.Lock:
-        return self.pipeline.lock
-
     def _capture(self, writer: PcapWriter | None, rows, lengths, peers, inbound: bool) -> None:
         if writer is None or not len(rows):
             return
@@ -202,14 +227,9 @@ class UdpSwitch:
             self._send(rows, lengths, np.array([peer for _, peer in items], SOCKADDR_IN))
 
     def poll(self, timeout: float) -> int:
-        """Wait up to ``timeout`` s for traffic, process one batch; returns messages handled."""
-        now = time.monotonic()
-        due = self.impairment.next_due()
-        if due is not None:
-            timeout = max(0.0, min(timeout, due - now))
         # After a full batch more is likely waiting: skip the select() and read at once.
         if not self._busy:
-            readable, _, _ = select.select([self.sock], [], [], timeout)
+            readable, _, _ = select.select([self.sock], [], [], self._wait_limit(timeout))
             if not readable:
                 self._send_held(self.impairment.due(time.monotonic()))
                 return 0
@@ -239,12 +259,6 @@ class UdpSwitch:
         else:
             self._send(out_rows, out_lengths, out_peers)
         return len(rows)
-
-    def serve(self, stop: threading.Event, stats: StatsLine | None = None) -> None:
-        while not stop.is_set():
-            self.poll(0.05)
-            if stats is not None:
-                stats.tick(time.monotonic())
 
     def start(self) -> tuple[threading.Thread, threading.Event]:
         """Serve in a daemon thread (the embedded mode); set the event to stop it."""
