@@ -525,6 +525,16 @@ def test_starvation_does_not_depend_on_rewards() -> None:
     verdicts = {(r.status, r.trace.violation_slot if r.trace else None)
                 for r in (check(dep, "starvation", "explicit"), check(dep, "starvation"))}
     assert len(verdicts) == 1, verdicts
+    # Clusters of one worker never compare rewards (rule 1 first): same verdicts as merge.
+    for ring, expected in ((Deployment(workers=3, clusters=3, capacity=2, horizon=7, warmup=2,
+                                       aom_bound=2, rewards="any"), ("VIOLATED", 3)),
+                           (Deployment(workers=3, clusters=3, capacity=3, pull_rate=Fraction(3),
+                                       horizon=7, warmup=2, aom_bound=1, rewards="any",
+                                       sender="always"), ("VERIFIED", None))):
+        results = [check(ring, "responsiveness", "explicit"), check(ring, "responsiveness")]
+        assert [r.engine for r in results] == ["explicit", "segments"]
+        assert {(r.status, r.trace.violation_slot if r.trace else None)
+                for r in results} == {expected}
 
 
 STAGGERED = Deployment(workers=2, clusters=2, capacity=2, pull_rate=Fraction(2), horizon=8,

@@ -40,7 +40,9 @@ def rewards_irrelevant(dep: Deployment, prop: str) -> bool:
     """True when no reward decision can change ``prop``'s verdict, so ``dep`` may be
     checked as ``rewards=merge`` (see README, "Rewards"):
 
-    * FIFO mode never compares rewards;
+    * FIFO mode never compares rewards, and neither do clusters of one worker (an UPDATE
+      meeting its cluster's slot meets its own slot with ``agg_count == 1``: REPLACED by
+      rule 1, which comes before any reward comparison);
     * starvation: a reward decision only picks MERGED, REPLACED or DROPPED_REWARD for an
       UPDATE whose cluster already has a slot, and none of them changes the occupancy,
       the ring or the active clusters, so no ACK's feedback and no send; starvation reads
@@ -51,7 +53,7 @@ def rewards_irrelevant(dep: Deployment, prop: str) -> bool:
       the other's), exactly as under ``merge``, and no other worker's send depends on
       rewards."""
     return (dep.rewards == "merge" or dep.mode == "fifo" or prop == "starvation"
-            or dep.rewards == "unbeaten")
+            or dep.rewards == "unbeaten" or dep.workers == dep.clusters)
 
 
 def as_checked(dep: Deployment, prop: str) -> Deployment:
@@ -249,6 +251,9 @@ def _rewards_assumption(dep: Deployment, prop: str) -> str:
     cannot change the verdict, why."""
     if dep.mode == "fifo":
         return "rewards: never compared (FIFO mode), so any rewards and threshold"
+    if dep.workers == dep.clusters:
+        return ("rewards: never compared (one worker per cluster: its update only meets its "
+                "own slot, REPLACED by rule 1), so any rewards and threshold")
     if dep.rewards == "merge":
         return ("rewards: no threshold set yet, or every reward within the threshold of every "
                 "other (--rewards merge): every compatible update merges")
