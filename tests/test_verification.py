@@ -632,3 +632,17 @@ def test_periods_from_toml(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     toml.write_text("[deployment]\nworkers = 2\nperiods = [1, 3, 3]\n")
     assert main([str(toml)]) == 2
     assert "one value for all workers or one per worker" in capsys.readouterr().err
+
+
+def test_starvation_counts_fresh_updates() -> None:
+    """Period 2, feedback expiring after 50 ms (the probe is forced 6 slots after the last
+    ACK): a throttled worker skips its updates 2 and 4 slots after a send and must send the
+    one 6 slots after, so at most 2 fresh updates in a row are skipped."""
+    dep = Deployment(workers=2, clusters=1, capacity=1, periods=2, phases=(0, 1), horizon=16,
+                     warmup=2, feedback_ttl_ms=50, starvation_bound=2)
+    assert check(dep, "starvation").status == "VERIFIED"
+    tight = Deployment(**{**dep.as_dict(), "starvation_bound": 1})
+    bad = check(tight, "starvation")
+    assert bad.status == "VIOLATED" and bad.trace is not None
+    assert "2 fresh updates in a row" in bad.trace.detail
+    assert replay(tight, bad.trace).ok

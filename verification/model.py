@@ -755,7 +755,8 @@ class AomModel:
             return (f"every behaviour keeps max_u |AoM_u - mean AoM| <= "
                     f"{float(dep.fairness_threshold):g} slots in {slots}")
         if self.prop == "starvation":
-            return (f"no worker skips more than {dep.starvation_limit} slots in a row while the "
+            unit = "fresh updates" if dep.staggered else "slots"
+            return (f"no worker skips more than {dep.starvation_limit} {unit} in a row while the "
                     f"queue has room, in {slots}")
         return f"every worker that keeps sending has AoM <= {dep.aom_bound} slots in {slots}"
 
@@ -838,7 +839,9 @@ class AomModel:
             limit = dep.starvation_limit
             worker = next(u for u in range(n) if val(self.silent[bad_slot][u]) > limit)
             detail = (f"worker {worker} skipped slots {bad_slot - limit}..{bad_slot} "
-                      f"({limit + 1} in a row) while the queue had room")
+                      f"({limit + 1} in a row) while the queue had room" if not dep.staggered else
+                      f"worker {worker} skipped {limit + 1} fresh updates in a row, the last in "
+                      f"slot {bad_slot}, while the queue had room")
         else:
             mean = sum(aom) / n
             worker = max(range(n), key=lambda u: abs(aom[u] - mean))
