@@ -3,7 +3,8 @@
 A ``Deployment`` is validated when it is built, so an impossible configuration never
 reaches the solver. Everything time-like is counted in *slots*: one slot is one
 update period of the workers (``slot_ms`` milliseconds; every worker produces one
-fresh update per slot) and the parameter server sends ``pull_rate`` PULLs per slot.
+fresh update per slot, or one every ``periods[u]`` slots from slot ``phases[u]``) and
+the parameter server sends ``pull_rate`` PULLs per slot.
 
 The default deployment is the one ``verify-aom`` with no flags checks: the switch
 defaults (capacity 64, OLAF mode, ``alpha = 0.2``, ``beta = 0.05``) with 8 workers in 2
