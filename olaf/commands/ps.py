@@ -138,12 +138,11 @@ def stats_line(stats: dict, aom: dict, elapsed: float, rate: float) -> str:
 
 def run(args: argparse.Namespace) -> int:
     import json
-    import signal
-    import threading
     import time
 
     import numpy as np
 
+    from olaf.shutdown import stop_on_signals
     from worker_transport.receiver import Receiver
     from worker_transport.transport import transport_from_args
 
@@ -170,9 +169,7 @@ def run(args: argparse.Namespace) -> int:
         transport.close()
         return fail(str(e))
 
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+    stop = stop_on_signals()
     pacing = f"{args.pull_rate:g} PULL/s" if args.pull_rate else f"window {args.window}"
     print(f"ps: pulling from {transport!r}, {pacing}, "
           f"{'applying to ' + str(args.params) + ' params' if applier else 'discarding'}",

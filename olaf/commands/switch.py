@@ -200,14 +200,13 @@ def _make_pcap_dir(path: str) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import signal
-    import threading
     from pathlib import Path
 
     from dataplane.acl import SourceAcl
     from dataplane.impairment import Impairment, parse_port_values
     from dataplane.queue import OlafQueue, QueueConfig
     from dataplane.switch import StatsLine, UdpSwitch
+    from olaf.shutdown import stop_on_signals
     from worker_transport.fixedpoint import to_fixed
     from worker_transport.protocol import INT32_MAX, Mode
 
@@ -276,9 +275,7 @@ def run(args: argparse.Namespace) -> int:
             return fail(str(e))
         where = "interfaces " + " ".join(f"{p}@{i}" for p, i in args.interfaces)
 
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+    stop = stop_on_signals()
     p4runtime = None
     if args.p4runtime:
         from control_plane.service import P4RuntimeServer

@@ -173,12 +173,11 @@ class PsMean:
 
 def run(args: argparse.Namespace) -> int:
     import json
-    import signal
-    import threading
     import time
 
     import numpy as np
 
+    from olaf.shutdown import stop_on_signals
     from worker_transport.policy import make_policy
     from worker_transport.sender import Sender
     from worker_transport.transport import transport_from_args
@@ -204,9 +203,7 @@ def run(args: argparse.Namespace) -> int:
         transport.close()
         return fail(str(e))
 
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+    stop = stop_on_signals()
     rng = np.random.default_rng(args.seed)
     # A few gradients, reused in turn: generating 1e5 normals per update would make the
     # generator, not the transport, the cost being measured.

@@ -44,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from olaf.shutdown import stop_on_signals
 from worker_transport.codec import Batch, decode, encode_array
 from worker_transport.fixedpoint import from_fixed, join_blocks, split_blocks, to_fixed
 from worker_transport.protocol import OLAF_PORT, VERSION, MsgType
@@ -162,13 +163,6 @@ def _host_port(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def _stop_event() -> threading.Event:
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    return stop
-
-
 # -- parameter server --------------------------------------------------------------------
 def ps_main(args: argparse.Namespace) -> int:
     import torch
@@ -178,7 +172,7 @@ def ps_main(args: argparse.Namespace) -> int:
     from worker_transport.receiver import DataBatch, Receiver
     from worker_transport.transport import UdpTransport
 
-    stop = _stop_event()
+    stop = stop_on_signals()
     cfg = load_config(args.config)
     torch.set_num_threads(1)
     model = build_model(cfg.env_id, cfg.learner.hidden, cfg.seed)
@@ -288,7 +282,7 @@ def worker_main(args: argparse.Namespace) -> int:
     from worker_transport.sender import Sender
     from worker_transport.transport import UdpTransport
 
-    stop = _stop_event()
+    stop = stop_on_signals()
     cfg = load_config(args.config)
     torch.set_num_threads(1)
     w = args.worker_id
