@@ -45,7 +45,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import wraps
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import grpc
 from google.rpc import code_pb2, status_pb2
@@ -109,6 +109,8 @@ MAX_OPEN_STREAMS = 1024
 """StreamChannels open at once, arbitrated or not; each is a coroutine and a queue."""
 MAX_OUTBOX = 256
 """Messages queued for a client that does not read its stream before the stream is ended."""
+P4Object = TypeVar("P4Object")
+"""A table, counter or register of the pipeline's P4Info."""
 ACL_TABLES = {UPDATE_SOURCE_TABLE: "update_source", PULL_SOURCE_TABLE: "pull_source"}
 """The source-check tables, by their key in ``SourceAcl.tables()``."""
 
@@ -162,6 +164,19 @@ class P4RuntimeError(Exception):
 
     def p4_error(self) -> p4runtime_pb2.Error:
         return p4runtime_pb2.Error(canonical_code=self.code.value[0], message=self.message)
+
+
+def _known(objects: dict[int, P4Object], object_id: int, kind: str) -> P4Object:
+    """The P4 object of ``kind`` with ``object_id``; NOT_FOUND if the pipeline has none."""
+    found = objects.get(object_id)
+    if found is None:
+        raise P4RuntimeError(Code.NOT_FOUND, f"no {kind} with id {object_id}")
+    return found
+
+
+def _selected(objects: dict[int, P4Object], object_id: int, kind: str) -> list[P4Object]:
+    """What a read of ``object_id`` covers: id 0 is P4Runtime's wildcard, every one of ``kind``."""
+    return list(objects.values()) if object_id == 0 else [_known(objects, object_id, kind)]
 
 
 def _bounded(message: str, limit: int = MAX_MESSAGE) -> str:
@@ -510,9 +525,7 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
         elif kind == "counter_entry":
             self._write_counter(schema, update.type, update.entity.counter_entry)
         elif kind == "register_entry":
-            if update.entity.register_entry.register_id not in schema.registers:
-                raise P4RuntimeError(Code.NOT_FOUND,
-                                     f"no register with id {update.entity.register_entry.register_id}")
+            _known(schema.registers, update.entity.register_entry.register_id, "register")
             raise P4RuntimeError(Code.UNIMPLEMENTED,
                                  "registers hold the queue state, which only the data plane writes; "
                                  "they are read-only on this target")
@@ -521,14 +534,8 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
         else:
             raise P4RuntimeError(Code.UNIMPLEMENTED, f"{kind} is not supported by the software switch")
 
-    def _table(self, schema: Schema, table_id: int) -> p4info_pb2.Table:
-        table = schema.tables.get(table_id)
-        if table is None:
-            raise P4RuntimeError(Code.NOT_FOUND, f"no table with id {table_id}")
-        return table
-
     def _write_table(self, schema: Schema, kind: int, entry: p4runtime_pb2.TableEntry) -> None:
-        table = self._table(schema, entry.table_id)
+        table = _known(schema.tables, entry.table_id, "table")
         name = table.preamble.name
         if entry.idle_timeout_ns:
             raise P4RuntimeError(Code.INVALID_ARGUMENT, f"table {name} does not support idle timeout")
@@ -802,9 +809,7 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
         return (cells + [0] * size)[:size]
 
     def _write_counter(self, schema: Schema, kind: int, entry: p4runtime_pb2.CounterEntry) -> None:
-        counter = schema.counters.get(entry.counter_id)
-        if counter is None:
-            raise P4RuntimeError(Code.NOT_FOUND, f"no counter with id {entry.counter_id}")
+        counter = _known(schema.counters, entry.counter_id, "counter")
         if kind != Update.MODIFY:
             raise P4RuntimeError(Code.INVALID_ARGUMENT, "counter entries can only be modified")
         if entry.data.byte_count:
@@ -875,12 +880,9 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
         raise P4RuntimeError(Code.UNIMPLEMENTED, f"{kind} is not supported by the software switch")
 
     def _read_tables(self, schema: Schema, query: p4runtime_pb2.TableEntry) -> list[p4runtime_pb2.TableEntry]:
-        if query.table_id == 0:
-            if len(query.match):
-                raise P4RuntimeError(Code.INVALID_ARGUMENT, "a match needs a table_id")
-            tables = list(schema.tables.values())
-        else:
-            tables = [self._table(schema, query.table_id)]
+        if query.table_id == 0 and len(query.match):
+            raise P4RuntimeError(Code.INVALID_ARGUMENT, "a match needs a table_id")
+        tables = _selected(schema.tables, query.table_id, "table")
         out = []
         for table in tables:
             if query.is_default_action:
@@ -975,12 +977,7 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
 
     def _read_counters(self, schema: Schema, query: p4runtime_pb2.CounterEntry
                        ) -> list[p4runtime_pb2.CounterEntry]:
-        if query.counter_id == 0:
-            counters = list(schema.counters.values())
-        elif query.counter_id in schema.counters:
-            counters = [schema.counters[query.counter_id]]
-        else:
-            raise P4RuntimeError(Code.NOT_FOUND, f"no counter with id {query.counter_id}")
+        counters = _selected(schema.counters, query.counter_id, "counter")
         out = []
         for counter in counters:
             name = counter.preamble.name
@@ -1038,12 +1035,7 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
         return (cells + [0] * reg.size)[:reg.size]
 
     def _read_registers(self, schema: Schema, query: p4runtime_pb2.RegisterEntry) -> list[bytes]:
-        if query.register_id == 0:
-            registers = list(schema.registers.values())
-        elif query.register_id in schema.registers:
-            registers = [schema.registers[query.register_id]]
-        else:
-            raise P4RuntimeError(Code.NOT_FOUND, f"no register with id {query.register_id}")
+        registers = _selected(schema.registers, query.register_id, "register")
         out = []
         for reg in registers:
             index = self._index(query, reg.size, reg.name) if query.HasField("index") else None
