@@ -139,7 +139,7 @@ def test_states_seen_before_the_warmup_are_checked_after_it() -> None:
 
 
 def test_unsupported_deployments_stay_bounded() -> None:
-    dep = Deployment(workers=2, horizon=5, warmup=2, rewards="any")
+    dep = Deployment(workers=2, clusters=1, horizon=5, warmup=2, rewards="any")
     r = check_property(dep, "responsiveness", 120, ALL_T)
     assert r.status == "VERIFIED" and r.scope == "bounded"
     assert r.unbounded is not None and r.unbounded["status"] == "unsupported"
