@@ -78,17 +78,18 @@ def _loopback_env() -> dict[str, str]:
             "RAY_prestart_worker_first_driver": "0"}
 
 
-def _pids_naming(text: str) -> list[int]:
-    pids = []
+def _processes(file: str) -> Iterator[tuple[int, bytes]]:
+    """(pid, ``/proc/PID/file``) of every process that is still there to be read."""
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                cmdline = (entry / "cmdline").read_bytes()
+                yield int(entry.name), (entry / file).read_bytes()
             except OSError:
                 continue
-            if text.encode() in cmdline:
-                pids.append(int(entry.name))
-    return pids
+
+
+def _pids_naming(text: str) -> list[int]:
+    return [pid for pid, cmdline in _processes("cmdline") if text.encode() in cmdline]
 
 
 def _stop_cluster(group: int, temp_dir: str) -> None:
@@ -109,16 +110,11 @@ def _stop_cluster(group: int, temp_dir: str) -> None:
 def _group_alive(group: int) -> bool:
     """Whether a process of ``group`` still runs (zombies, which a container's init may
     never reap, do not count: a signal to them succeeds but they hold nothing)."""
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            # pid (comm) state ppid pgrp ...: comm may hold spaces, so split after it.
-            fields = stat[stat.rindex(")") + 2:].split()
-            if int(fields[2]) == group and fields[0] != "Z":
-                return True
+    for _, stat in _processes("stat"):
+        # pid (comm) state ppid pgrp ...: comm may hold spaces, so split after it.
+        fields = stat[stat.rindex(b")") + 2:].split()
+        if int(fields[2]) == group and fields[0] != b"Z":
+            return True
     return False
 
 
