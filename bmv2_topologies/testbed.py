@@ -49,6 +49,12 @@ class Process:
     def pid(self) -> int:
         return self.popen.pid
 
+    def close_log(self) -> None:
+        """Close our handle on the log the process writes to (once it has exited)."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
     def output(self) -> str:
         try:
             return self.log.read_text(errors="replace")
@@ -341,9 +347,7 @@ class Testbed:
                 with contextlib.suppress(ProcessLookupError):
                     proc.popen.kill()
                 proc.popen.wait(5)
-        if proc._file is not None:
-            proc._file.close()
-            proc._file = None
+        proc.close_log()
         return proc.popen.returncode
 
     # -- teardown ----------------------------------------------------------------------
