@@ -237,12 +237,14 @@ def test_abstract_search_agrees_with_the_exact_one(prop: str) -> None:
             (exact.status, exact.status == "violated" and exact.depth), (dep, rough.reason)
 
 
-def test_default_deployment_closes_for_responsiveness_and_starvation() -> None:
+def test_default_deployment_closes_for_every_property() -> None:
     # Eight workers: the per-target searches with the others unconstrained close in about a
-    # second of CPU (the exact search does not get past slot 2 in minutes).
-    for prop in ("responsiveness", "starvation"):
+    # second of CPU (the exact search does not get past slot 2 in minutes); fairness, counted
+    # per cluster, in a few seconds (113 742 states; per worker it did not close in 60 s).
+    for prop in ("responsiveness", "starvation", "fairness"):
         r = unbounded.search(Deployment(), prop)
         assert r.status == "closed" and "over-approximation" in r.abstraction, (prop, r.reason)
+        assert ("counted" in r.abstraction) == (prop == "fairness")
 
 
 def test_abstraction_keeps_the_targets_credits(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -255,3 +257,88 @@ def test_abstraction_keeps_the_targets_credits(monkeypatch: pytest.MonkeyPatch) 
     rough = unbounded._search_targets(Deployment(workers=3, horizon=12), "responsiveness",
                                       None, None, unbounded.MAX_STATES, free=True)
     assert rough.status == "violated"
+
+
+# -- the counted search of fairness (workers counted per cluster, clusters exchanged) ---------
+
+COUNTED = [
+    Deployment(workers=3, clusters=2, capacity=2, horizon=8, warmup=2),
+    Deployment(workers=4, clusters=2, capacity=2, max_skip=1, horizon=8, warmup=2),
+    Deployment(workers=4, clusters=2, capacity=2, pull_rate=Fraction(1, 2), horizon=8, warmup=2),
+    Deployment(workers=3, clusters=3, capacity=3, max_skip=None, feedback_ttl_ms=30, horizon=8,
+               warmup=2),
+    Deployment(workers=3, clusters=3, capacity=3, max_skip=1, horizon=8, warmup=2),
+]
+"""Unequal clusters (2 + 1), two equal ones, a PULL every other slot, three clusters of one
+worker whose skip runs only the probe ends (violated at slot 6; the others close), and
+three clusters with skip runs of one (where the order new slots join the queue matters)."""
+
+
+def counted_matches_per_worker(dep: Deployment) -> None:
+    """The counted search and the per-worker search of the same over-approximation agree:
+    the worst deviation of every slot up to 6, and the closure (or first violating slot)."""
+    def per_worker() -> System:
+        return System(dep, "fairness", free_window=True)
+
+    counted = unbounded._search_one(unbounded.CountedSystem(dep), "fairness", None, 6, 10**6)
+    named = unbounded._search_one(per_worker(), "fairness", None, 6, 10**6)
+    assert counted.worst == named.worst, (dep, counted.worst, named.worst)
+    counted = unbounded._search_one(unbounded.CountedSystem(dep), "fairness", None, None, 10**6)
+    named = unbounded._search_one(per_worker(), "fairness", None, None, 10**6)
+    assert (counted.status, counted.depth) == (named.status, named.depth), (dep, counted.reason)
+
+
+@pytest.mark.parametrize("dep", COUNTED, ids=["unequal", "equal", "half-rate", "probe-only",
+                                           "three-clusters"])
+def test_counted_search_matches_the_per_worker_search(dep: Deployment) -> None:
+    counted_matches_per_worker(dep)
+
+
+def test_counted_search_matches_the_reference_queue() -> None:
+    # THROTTLED leaves P_s < 1 after every ACK (no forced window), so the window
+    # over-approximation adds nothing and the counted search is exact here: its worst
+    # deviation and first slot equal the brute force over the reference queue.
+    system = System(THROTTLED, "fairness")
+    assert all(system.window(o, a) == 0 for o in range(1, THROTTLED.capacity + 1)
+               for a in range(1, THROTTLED.clusters + 1))
+    found = unbounded._search_one(unbounded.CountedSystem(THROTTLED), "fairness", None,
+                                  THROTTLED.horizon - 1, 10**6)
+    checked = found.worst[THROTTLED.warmup:THROTTLED.horizon]
+    worst = max(checked)
+    assert (worst, THROTTLED.warmup + checked.index(worst)) == brute("throttled", "fairness")
+
+
+def test_counted_search_covers_only_what_it_models() -> None:
+    for dep, why in ((Deployment(workers=2, capacity=1), "capacity"),
+                     (Deployment(workers=2, pull_rate=Fraction(3, 2)), "one PULL"),
+                     (Deployment(workers=2, mode="fifo", sender="olaf"), "OLAF mode")):
+        assert why in (unbounded.counted_reason(dep) or ""), dep
+        with pytest.raises(unbounded.Unsupported):
+            unbounded.CountedSystem(dep)
+    # search() falls back to the per-worker system there (RING: one slot, two clusters).
+    assert "counted" not in unbounded.search(RING, "fairness").abstraction
+
+
+COUNTED_MUTANTS: list[tuple[str, str, str, str, Deployment]] = [
+    ("pending-credit-dropped", "options", "((0, later, True),) * early",
+     "((0, later, False),) * early", COUNTED[1]),
+    ("skip-run-dropped", "options", "skipped = min(since + 1, self.since_cap)", "skipped = 0",
+     COUNTED[1]),
+    ("queue-order-dropped", "canonical", "out.update((order, g) for g in gs if g[0] < g[1])",
+     "out.update(((), g) for g in gs if g[0] < g[1])", COUNTED[1]),
+    ("opening-order-fixed", "image", "for perm in itertools.permutations(opened):",
+     "for perm in (opened,):", COUNTED[4]),
+    ("empty-queue-pull-finds-nothing", "image", "heads, rest = (None, *clusters), ()",
+     "heads, rest = (None,), ()", COUNTED[0]),
+]
+"""Each drops part of the state or of the behaviours from the counted search."""
+
+
+@pytest.mark.parametrize(("name", "attr", "old", "new", "dep"), COUNTED_MUTANTS,
+                         ids=[m[0] for m in COUNTED_MUTANTS])
+def test_counted_search_mutant_is_killed(name: str, attr: str, old: str, new: str,
+                                         dep: Deployment, monkeypatch: pytest.MonkeyPatch) -> None:
+    counted_matches_per_worker(dep)
+    _patch(monkeypatch, unbounded.CountedSystem, attr, old, new)
+    with pytest.raises(AssertionError):
+        counted_matches_per_worker(dep)
