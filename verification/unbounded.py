@@ -358,12 +358,16 @@ class System:
         place = _places(q, n)
         perm: list[int] | None = None
         for g in groups:
-            order = sorted(g, key=lambda u: (u in left, acks[u], u in cred, place[u]))
-            if order != list(g):
-                if perm is None:
-                    perm = list(range(n))
-                for new, old in zip(g, order, strict=True):
-                    perm[old] = new
+            # Keys from one comprehension (cheaper than a Python key function per
+            # member); a group already in order needs no permutation.
+            keys = [(u in left, acks[u], u in cred, place[u]) for u in g]
+            if keys == sorted(keys):
+                continue
+            order = [g[i] for i in sorted(range(len(g)), key=keys.__getitem__)]
+            if perm is None:
+                perm = list(range(n))
+            for new, old in zip(g, order, strict=True):
+                perm[old] = new
         if perm is None:
             return (q, left, p, acks, cred)
         q2 = tuple((c, perm[o] if o >= 0 else o, s, frozenset(perm[x] for x in con))
