@@ -761,9 +761,9 @@ def search(dep: Deployment, prop: str, deadline: float | None = None,
     return _search_targets(dep, prop, deadline, max_depth, max_states, free=False)
 
 
-WINDOW_ABSTRACTION = ("sends forced only by the probe and before the first ACK (a worker may "
-                      "skip even where a fresh ACK makes P_s = 1; the ACKs' feedback is not "
-                      "tracked): an over-approximation")
+WINDOW_ABSTRACTION = ("sends forced only by the probe, the skip bound and before the first ACK "
+                      "(a worker may skip even where a fresh ACK makes P_s = 1; the ACKs' "
+                      "feedback is not tracked): an over-approximation")
 COUNTED = ("; searched with the workers of a cluster counted by (slots since the last send, "
            "AoM, pending credit) and the clusters exchanged (exact for that system)")
 ABSTRACTION = ("workers other than the one under test unconstrained (they send or skip at "
