@@ -21,6 +21,11 @@ of the slot's messages (explored as sets of partial orders, so equal intermediat
 states are merged). Workers of one cluster are interchangeable, so each state is
 stored in a canonical order of its cluster members (symmetry reduction).
 
+Fairness is first searched under an over-approximation that ignores the forced windows
+of fresh ACKs, with ``CountedSystem``: the workers of a cluster counted by
+``(since, AoM, pending)`` and the clusters exchanged, a slot with one PULL split into the
+messages before and after it (the per-worker ``System`` where that does not apply).
+
 **Why a closed search is a proof for all T.** Transitions and the property read only
 the state and the phase. After the warm-up every new state is checked and remembered;
 a state seen before at a depth ``>= W`` is not expanded again (its successors were).
