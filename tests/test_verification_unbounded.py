@@ -7,7 +7,10 @@
 * a deployment that fails only after its horizon stays "up to T", and the slot the
   search names is confirmed by Z3 and the reference queue with a longer horizon;
 * mutants that drop part of the state from the search (the AoM, the ACK feedback,
-  the skip run) or remember states before the warm-up are each killed by a check here.
+  the skip run) or remember states before the warm-up are each killed by a check here;
+* the counted fairness search (``CountedSystem``) equals the per-worker search of the same
+  over-approximation slot by slot and at closure, and the reference queue where no window
+  is forced; mutants of it that drop state or behaviours are killed.
 """
 
 from __future__ import annotations
