@@ -15,7 +15,7 @@ command -v cpp >/dev/null || apt_packages+=(cpp)                # p4c's preproce
 [ -d /usr/lib/python3/dist-packages/thrift ] || apt_packages+=(python3-thrift)  # simple_switch_CLI
 command -v tshark >/dev/null || apt_packages+=(tshark)          # the Lua dissector's test
 command -v yosys >/dev/null || apt_packages+=(yosys)            # FPGA synthesis, sta and smtbmc proofs
-command -v z3 >/dev/null || apt_packages+=(z3)                  # yosys-smtbmc's solver
+command -v cvc4 >/dev/null || apt_packages+=(cvc4)              # yosys-smtbmc's solver (fpga/tb/test_rtl_formal.py; Debian's z3 4.8.12 cannot load the model)
 command -v openssl >/dev/null || apt_packages+=(openssl)        # certificates for the mutual-TLS tests
 python3 -c 'import ensurepip' 2>/dev/null || apt_packages+=(python3-venv)
 if [ ${#apt_packages[@]} -gt 0 ]; then
