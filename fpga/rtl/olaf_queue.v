@@ -930,7 +930,7 @@ module olaf_queue #(
     end
 
 `ifdef FORMAL
-    // Invariants proved by fpga/formal (yosys-smtbmc, bounded from reset).
+    // Invariants proved by fpga/formal (yosys-smtbmc: k-induction plus a bounded base case).
     reg f_past = 1'b0;
     always @(posedge clk) f_past <= 1'b1;
     always @* if (!f_past) assume (rst);
@@ -957,7 +957,9 @@ module olaf_queue #(
     wire [GW:0] f_ring_free = append_available_addr >= avail_head ? append_available_addr - avail_head
                             : append_available_addr + NSEG - avail_head;
 
-    always @(posedge clk) if (f_past && !rst && !$past(rst)) begin
+    // Checked from the cycle after reset on (the reset state must satisfy them too), so
+    // that the first step of an induction trace is constrained as well.
+    always @(posedge clk) if (f_past && !rst) begin
         // occupied equals the live slots.
         assert (occupied == f_live_count);
         // free + live + awaiting-readout segments = all segments.
@@ -979,7 +981,7 @@ module olaf_queue #(
         assert (!(rq_push && !rq_ready));
         assert (!(p2_valid && !of_ready));
         // A beat offered on m_axis stays put until taken.
-        if ($past(m_axis_tvalid && !m_axis_tready)) begin
+        if (!$past(rst) && $past(m_axis_tvalid && !m_axis_tready)) begin
             assert (m_axis_tvalid);
             // The payload-free proof model (fpga/formal) leaves these two out: it cuts the
             // bytes offered to output_fifo, and fpga/formal/axis_fifo_hold.v proves them
@@ -992,6 +994,108 @@ module olaf_queue #(
             assert ($stable(m_axis_tid));
         end
     end
+
+    // ---- Strengthening for k-induction: relations that hold in every reachable state
+    // and tie the segments held by the pipeline and the decision / response FIFOs to the
+    // free-list bookkeeping, so that no unreachable start state satisfies the asserts above.
+    // The FIFOs' internals are bound to these wires by the proof model after flattening
+    // (fpga/formal/olaf_queue_model.ys, `connect`); yosys 0.23 has no hierarchical references.
+    // keep: they must exist to be bound even when OLAF_FORMAL_NO_STRENGTHEN leaves them unread.
+    (* keep *) wire [DQ_DEPTH*DQ_W-1:0] f_dq_mem;
+    (* keep *) wire [$clog2(DQ_DEPTH):0] f_dq_rd, f_dq_wr, f_dq_cur;
+    (* keep *) wire [RQ_DEPTH*RQ_W-1:0] f_rq_mem;
+    (* keep *) wire [$clog2(RQ_DEPTH):0] f_rq_rd, f_rq_wr, f_rq_cur;
+    (* keep *) wire [$clog2(OF_DEPTH):0] f_of_wr, f_of_cur;
+    (* keep *) wire [$clog2(BF_DEPTH):0] f_bf_rd, f_bf_wr, f_bf_cur;
+    wire [$clog2(BF_DEPTH):0] f_bf_depth = f_bf_wr - f_bf_rd;
+
+    // Every segment not in the free ring: live slots' and those awaiting readout (a DATA
+    // decision not yet passed to the response list, or a DATA response).
+    localparam integer F_NIT = NSEG + MAX_CAPACITY + DQ_DEPTH + RQ_DEPTH;
+    reg [F_NIT-1:0] f_it_v;
+    reg [AW-1:0] f_it_seg [0:F_NIT-1];
+    reg [PW+4:0] f_pend_count;
+    reg [DQ_W-1:0] f_dq_ent;
+    reg [RQ_W-1:0] f_rq_ent;
+    reg f_dq_nb_ok;
+    integer fp;
+    always @* begin
+        f_pend_count = 0;
+        f_dq_nb_ok = 1'b1;
+        for (fi = 0; fi < NSEG; fi = fi + 1) begin
+            f_it_v[fi] = (fi >= avail_head ? fi - avail_head : fi + NSEG - avail_head) < f_free;
+            f_it_seg[fi] = free_list[fi];
+        end
+        for (fi = 0; fi < MAX_CAPACITY; fi = fi + 1) begin
+            f_it_v[NSEG + fi] = live[fi];
+            f_it_seg[NSEG + fi] = m_seg[fi];
+        end
+        for (fi = 0; fi < DQ_DEPTH; fi = fi + 1) begin
+            fp = (f_dq_rd + fi) % DQ_DEPTH;
+            f_dq_ent = f_dq_mem[fp*DQ_W +: DQ_W];
+            // The head has handed its DATA to the response list once its first beat went.
+            f_it_v[NSEG + MAX_CAPACITY + fi] = fi < dq_depth && f_dq_ent[HB+ID_WIDTH+1 -: 2] == RESP_DATA
+                                             && !(fi == 0 && a_beat != 0);
+            f_it_seg[NSEG + MAX_CAPACITY + fi] = f_dq_ent[DQ_W-3 -: AW];
+            if (fi < dq_depth && f_dq_ent[DQ_W-3-AW -: BCW] == 0) f_dq_nb_ok = 1'b0;
+            f_pend_count = f_pend_count + f_it_v[NSEG + MAX_CAPACITY + fi];
+        end
+        for (fi = 0; fi < RQ_DEPTH; fi = fi + 1) begin
+            fp = (f_rq_rd + fi) % RQ_DEPTH;
+            f_rq_ent = f_rq_mem[fp*RQ_W +: RQ_W];
+            f_it_v[NSEG + MAX_CAPACITY + DQ_DEPTH + fi] = fi < rq_depth && f_rq_ent[RQ_W-1];
+            f_it_seg[NSEG + MAX_CAPACITY + DQ_DEPTH + fi] = f_rq_ent[RQ_W-2 -: AW];
+            f_pend_count = f_pend_count + f_it_v[NSEG + MAX_CAPACITY + DQ_DEPTH + fi];
+        end
+    end
+    wire [SW:0] f_rel_w = write_ptr >= read_ptr ? write_ptr - read_ptr : write_ptr + cap - read_ptr;
+
+    // OLAF_FORMAL_NO_STRENGTHEN leaves these out (the mutant check's deep bounded run,
+    // which they would slow down tenfold).
+`ifndef OLAF_FORMAL_NO_STRENGTHEN
+    always @(posedge clk) if (f_past && !rst) begin
+        // The capacity is the configured one (stable outside reset).
+        assert (cap == cap_in[OW-1:0] && cap >= 1 && cap <= MAX_CAPACITY);
+        assert (avail_head < NSEG && append_available_addr < NSEG);
+        // The slot ring: read_ptr .. write_ptr (occupied of them) are exactly the live slots.
+        assert (read_ptr < cap && write_ptr < cap && occupied <= cap);
+        assert (f_rel_w == (occupied == cap ? 0 : occupied));
+        for (fi = 0; fi < MAX_CAPACITY; fi = fi + 1)
+            assert (live[fi] == (fi < cap && (fi >= read_ptr ? fi - read_ptr : fi + cap - read_ptr) < occupied));
+        // Decide pipeline: a message enters B only with B and L empty, so the only two
+        // stages busy at once are B and C; R and C therefore see the state L read.
+        assert (!(b_v && l_v) && !(b_v && r_v) && !(l_v && r_v) && !(l_v && c_v) && !(r_v && c_v));
+        assert ({1'b0, pending} + b_v + l_v + r_v + c_v <= PENDING_SEGS);
+        assert ({1'b0, dq_depth} + b_v + l_v + r_v + c_v <= DQ_DEPTH);
+        if (r_v) assert (r_full == (occupied == cap) && r_empty == (occupied == 0) && r_h_seg == m_seg[read_ptr]);
+        if (c_v) assert (c_h_seg == m_seg[read_ptr]);
+        assert (!((c_enqueue || c_store || c_merge || c_pop) && !c_v));
+        if (c_enqueue) assert (!c_pop && occupied != cap);
+        if (c_pop) assert (occupied != 0 && c_pull);   // a pop's decision carries its DATA
+        // Beat counts are at least 1 all the way to the apply stage, whose beat counter
+        // stays inside the head decision (so each DATA decision is passed on once).
+        if (h_valid) assert (h_nb != 0);
+        if (b_v) assert (b_nb != 0);
+        if (l_v) assert (l_nb != 0);
+        if (r_v) assert (r_nb != 0);
+        if (c_v) assert (c_nb != 0);
+        assert (f_dq_nb_ok);
+        assert (dq_valid ? a_beat < a_nb : a_beat == 0);
+        assert (rq_valid ? o_beat < o_nb : o_beat == 0);
+        // The FIFOs without frame mode write at their committed pointer.
+        // (axis_fifo's own pointer asserts say the same, but only from the second cycle
+        // after reset, which leaves an induction trace's first step unconstrained.)
+        assert (f_dq_cur == f_dq_wr && f_rq_cur == f_rq_wr && f_of_cur == f_of_wr && f_bf_cur == f_bf_wr);
+        assert (rq_depth <= RQ_DEPTH && f_bf_depth <= BF_DEPTH);
+        assert ({1'b0, of_depth} + p1_valid + p2_valid <= OF_DEPTH);
+        // Segments awaiting readout are exactly the DATA decisions and responses...
+        assert (f_pend_count == pending);
+        // ...and no segment is in two places (free ring, live slot, awaiting readout).
+        for (fi = 0; fi < F_NIT; fi = fi + 1)
+            for (fj = fi + 1; fj < F_NIT; fj = fj + 1)
+                if (f_it_v[fi] && f_it_v[fj]) assert (f_it_seg[fi] != f_it_seg[fj]);
+    end
+`endif
 `endif
 endmodule
 
