@@ -31,6 +31,25 @@ from worker_transport.protocol import FLAG_CONGESTED, HEADER_LEN, Mode, MsgType,
 FPGA_DIR = Path(__file__).resolve().parent.parent
 TB_DIR = FPGA_DIR / "tb"
 RTL_SOURCES = [FPGA_DIR / "rtl" / name for name in ("axis_fifo.v", "olaf_verdict.v", "olaf_queue.v")]
+
+
+def mutated_rtl(original: str, replacement: str, directory: Path) -> list[Path]:
+    """Copies of RTL_SOURCES in ``directory`` with one line of olaf_queue.v replaced.
+
+    The line must occur exactly once, so a mutant never silently stops applying after the
+    RTL changes.
+    """
+    queue = RTL_SOURCES[-1]
+    text = queue.read_text()
+    assert text.count(original) == 1, f"the mutant's line is not in {queue.name} exactly once"
+    directory.mkdir(parents=True, exist_ok=True)
+    sources = []
+    for src in RTL_SOURCES:
+        copy = directory / src.name
+        shutil.copy(src, copy)
+        sources.append(copy)
+    sources[-1].write_text(text.replace(original, replacement))
+    return sources
 """The queue's sources; olaf_queue.v last (the mutant test edits the last one)."""
 TOPLEVEL = "olaf_queue"
 SIMULATORS = ("verilator", "icarus")

@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 
 import pytest
-from harness import FPGA_DIR, RTL_SOURCES
+from harness import FPGA_DIR, RTL_SOURCES, mutated_rtl
 
 DEPTH = int(os.environ.get("OLAF_FORMAL_DEPTH", "2"))
 # k of the queue's k-induction; the bounded run from reset is its base case (DEPTH >= IND_K).
@@ -145,16 +145,8 @@ def test_output_fifo_holds(tmp_path: Path) -> None:
 
 def test_mutant_is_refuted(tmp_path: Path) -> None:
     require_tools()
-    queue = RTL_SOURCES[-1]
-    text = queue.read_text()
-    original, replacement = MUTANT
-    assert text.count(original) == 1, f"the mutant's line is not in {queue.name} exactly once"
-    sources = []
-    for src in RTL_SOURCES:
-        copy = tmp_path / src.name
-        shutil.copy(src, copy)
-        sources.append(copy)
-    sources[-1].write_text(text.replace(original, replacement))
+    text = RTL_SOURCES[-1].read_text()
+    sources = mutated_rtl(*MUTANT, tmp_path)
     # Line of the assertion the mutant must break (the edit keeps line numbers); yosys
     # locates an assert by a span that ends on its line.
     line = next(n for n, row in enumerate(text.splitlines(), 1) if MUTANT_ASSERT in row)

@@ -10,11 +10,10 @@ them.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
-from harness import FPGA_DIR, RTL_SOURCES, build, build_dir, run, simulator_available
+from harness import FPGA_DIR, build, build_dir, mutated_rtl, run, simulator_available
 from test_rtl_hazards import HAZARD_PARAMS, HAZARD_V
 
 MUTANTS = {
@@ -47,17 +46,7 @@ MUTANTS = {
 
 def mutate(name: str, directory: Path) -> list[Path]:
     original, replacement, _ = MUTANTS[name]
-    queue = RTL_SOURCES[-1]
-    text = queue.read_text()
-    assert text.count(original) == 1, f"mutant {name}: its line is not in {queue.name} exactly once"
-    directory.mkdir(parents=True, exist_ok=True)
-    sources = []
-    for src in RTL_SOURCES:
-        copy = directory / src.name
-        shutil.copy(src, copy)
-        sources.append(copy)
-    sources[-1].write_text(text.replace(original, replacement))
-    return sources
+    return mutated_rtl(original, replacement, directory)
 
 
 @pytest.mark.parametrize("name", sorted(MUTANTS))
