@@ -242,6 +242,14 @@ class Deployment:
         return math.floor((t + 1) * r) - math.floor(t * r)
 
     @property
+    def fairness_limit(self) -> int:
+        """Fairness fails when ``|N * AoM_u - sum of AoM| > fairness_limit`` for some
+        worker: ``floor(N * threshold)``, the threshold scaled to integers once for every
+        encoding and the all-T search."""
+        th = self.fairness_threshold
+        return (self.workers * th.numerator) // th.denominator
+
+    @property
     def starvation_limit(self) -> int:
         """The starvation property's bound in slots: ``starvation_bound``, or by default
         ``ceil(feedback_ttl / slot)`` (what the probe guarantees), capped at the horizon."""

@@ -189,7 +189,7 @@ class CountingModel(AomModel):
         n = dep.workers
         total = self._fresh(f"aom_sum_{t}", z3.Sum(
             [z3.ZeroExt(self.wS - w, cnt) * x for x, cnt in enumerate(counts) if x]))
-        limit = (n * dep.fairness_threshold.numerator) // dep.fairness_threshold.denominator
+        limit = dep.fairness_limit
         out = []
         for x in range(self.H + 1):
             far = []

@@ -625,7 +625,7 @@ class AomModel:
         their sum ``total`` (width ``wF``)."""
         dep = self.dep
         n = dep.workers
-        limit = (n * dep.fairness_threshold.numerator) // dep.fairness_threshold.denominator
+        limit = dep.fairness_limit
         # |N*a_u - S| > limit for some u  <=>  for some value x taken by a worker,
         # S < N*x - limit or S > N*x + limit: comparisons of one sum with constants,
         # over the few AoM values instead of the N workers.

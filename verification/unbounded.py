@@ -40,6 +40,7 @@ from __future__ import annotations
 import functools
 import itertools
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -145,9 +146,8 @@ class System:
                       for a in range(min(dep.clusters, o) + 1)]
             top = max([w for w in finite if w < INF] + [self.ms or 0, 0])
             self.gap_cap = top + 1
-        # fairness: |N a_u - S| > limit, limit = floor(N theta) (as the encodings state it).
-        th = dep.fairness_threshold
-        self.fair_limit = (n * th.numerator) // th.denominator
+        # fairness: |N a_u - S| > limit (as the encodings state it).
+        self.fair_limit = dep.fairness_limit
 
     # -- the send rule -------------------------------------------------------------
     def window(self, occupied: int, active: int) -> int:
@@ -532,9 +532,8 @@ class CountedSystem:
         smaller (without either it is not read at all, kept 0)."""
         self.period = dep.pull_rate.denominator
         self.pulls = [dep.pulls_in_slot(t) for t in range(self.period)]
-        th = dep.fairness_threshold
         self.n = dep.workers
-        self.fair_limit = (self.n * th.numerator) // th.denominator
+        self.fair_limit = dep.fairness_limit
         self._ids: dict[tuple, int] = {}
         self._groups: list[tuple] = []
         self._stats: list[tuple[int, int, int]] = []
@@ -577,7 +576,7 @@ class CountedSystem:
         if found is not None:
             return found
         per_class = []
-        for (since, aom, pending), count in sorted(_counts(self._groups[gid]).items()):
+        for (since, aom, pending), count in sorted(Counter(self._groups[gid]).items()):
             later = 0 if first else aom + 1
             skipped = min(since + 1, self.since_cap)
             can_skip = self.may_skip(since, first)
@@ -683,13 +682,6 @@ class CountedSystem:
         total, lo, hi = self._aom(state[1])
         mean = Fraction(total, self.n)
         return max(hi - mean, mean - lo)
-
-
-def _counts(group: tuple) -> dict[tuple, int]:
-    out: dict[tuple, int] = {}
-    for w in group:
-        out[w] = out.get(w, 0) + 1
-    return out
 
 
 def _splits3(count: int, epochs: bool) -> list[tuple[int, int, int]]:
