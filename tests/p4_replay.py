@@ -223,7 +223,7 @@ class SwitchNotUp(RuntimeError):
 
 
 def run_cli(thrift_port: int, commands: list[str], timeout: float = 60.0) -> list[str]:
-    """Run simple_switch_CLI commands against a running switch; one answer line per command.
+    """Run simple_switch_CLI commands against a running switch; one answer per command.
 
     The CLI exits 0 even when a command fails, so an answer saying "Error" raises.
     """
@@ -238,13 +238,11 @@ def run_cli(thrift_port: int, commands: list[str], timeout: float = 60.0) -> lis
     )
     if "Could not connect" in result.stdout + result.stderr:
         raise SwitchNotUp(f"no Thrift server on port {thrift_port}")
-    answers = [
-        line.removeprefix("RuntimeCmd: ")
-        for line in result.stdout.splitlines()
-        if line.startswith("RuntimeCmd: ") and line.strip() != "RuntimeCmd:"
-    ]
+    # Each command's answer follows its prompt, and some (set_queue_depth) answer nothing:
+    # cut the transcript at the prompts, the last of which met the end of the input.
+    answers = [a.strip() for a in result.stdout.split("RuntimeCmd: ")[1:-1]]
     failed = [a for a in answers if "Error" in a]
-    if result.returncode != 0 or failed or len(answers) < len(commands):
+    if result.returncode != 0 or failed or len(answers) != len(commands):
         detail = failed or result.stdout[-2000:]
         raise RuntimeError(f"simple_switch_CLI failed: {detail}\n{result.stderr[-2000:]}")
     return answers
@@ -300,6 +298,11 @@ class Bmv2Run:
         return self.outputs[1]
 
 
+BMV2_EGRESS_QUEUE_DEPTH = 64
+"""simple_switch's default egress queue depth, in packets (``egress_buffers`` in
+targets/simple_switch/simple_switch.cpp)."""
+
+
 def run_simple_switch(
     program_json: Path,
     work_dir: Path,
@@ -325,7 +328,14 @@ def run_simple_switch(
     ``commands`` (simple_switch_CLI lines, e.g. table entries) are run before any packet
     is read: the switch is told to wait ``start_delay`` s before reading its files, and a
     replay whose commands took longer than that raises rather than run half-configured.
+
+    simple_switch drops, silently, what finds a port's egress queue full (64 packets), and
+    its egress thread can fall that far behind the pcap reader on a loaded machine. A
+    replay of more frames than that first makes every egress queue deep enough to hold
+    them all, so no reply is lost to the emulator's scheduling.
     """
+    if len(port0_in) > BMV2_EGRESS_QUEUE_DEPTH:
+        commands = [f"set_queue_depth {len(port0_in)}", *(commands or [])]
     for _ in range(3):
         try:
             return _run_once(program_json, work_dir, port0_in, {0: expect, **(expect_other or {})}, timeout,
