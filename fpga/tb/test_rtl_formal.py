@@ -33,24 +33,26 @@ from __future__ import annotations
 
 import os
 import re
-import resource
-import shutil
-import subprocess
-import time
 from pathlib import Path
 
 import pytest
+from formal import (
+    IND_K,
+    INDUCTION,
+    BackgroundProof,
+    build_model,
+    missing_packages,
+    smtbmc,
+    yosys,
+)
 from harness import FPGA_DIR, RTL_SOURCES, mutated_rtl
 
 DEPTH = int(os.environ.get("OLAF_FORMAL_DEPTH", "2"))
-# k of the queue's k-induction; the bounded run from reset is its base case (DEPTH >= IND_K).
-IND_K = 2
-MODEL_SCRIPT = FPGA_DIR / "formal" / "olaf_queue_model.ys"
 HOLD_WRAPPER = FPGA_DIR / "formal" / "axis_fifo_hold.v"
 # k for the output FIFO's k-induction (base case and induction step); 2 is too short.
 HOLD_K = 3
-SOLVER = ["-s", "cvc4", "--noincr", "--logic", "QF_BV", "-S", "--bitblast=eager"]
-TOOLS = {"yosys": "yosys", "yosys-smtbmc": "yosys", "cvc4": "cvc4"}
+# The induction step alone takes about three minutes of one core.
+INDUCTION_TIMEOUT = 540
 
 # An enqueue that forgets to mark its slot live: `occupied` then counts a slot that
 # is not live, which the first assertion must catch at the first enqueue.
@@ -60,39 +62,9 @@ MUTANT_DEPTH = 14
 
 
 def require_tools() -> None:
-    missing = sorted({pkg for tool, pkg in TOOLS.items() if shutil.which(tool) is None})
+    missing = missing_packages()
     if missing:
         pytest.skip(f"formal tools missing (apt-get install {' '.join(missing)})")
-
-
-def build_model(sources: list[Path], smt2: Path, *defines: str) -> None:
-    # OLAF_FORMAL_NO_PAYLOAD: the payload-stability asserts are proved on the output
-    # FIFO alone (test_output_fifo_holds), since the model cuts the payload.
-    flags = " ".join(f"-D{name}" for name in ("OLAF_FORMAL_NO_PAYLOAD", *defines))
-    script = (
-        f"read_verilog -defer -formal -sv {flags} {' '.join(map(str, sources))}; "
-        f"script {MODEL_SCRIPT}; write_smt2 -stbv {smt2}"
-    )
-    yosys(script)
-
-
-def yosys(script: str) -> None:
-    proc = subprocess.run(["yosys", "-q", "-p", script], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-
-
-def smtbmc(smt2: Path, depth: int, *mode: str) -> tuple[subprocess.CompletedProcess[str], float, float]:
-    """Run the BMC (or ``-i``: the induction step); returns the process, wall seconds and
-    CPU seconds of the children it reaped."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.monotonic()
-    proc = subprocess.run(
-        ["yosys-smtbmc", *SOLVER, "--noprogress", *mode, "-t", str(depth), str(smt2)],
-        capture_output=True, text=True,
-    )
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return proc, time.monotonic() - start, cpu
 
 
 @pytest.fixture(scope="module")
@@ -113,14 +85,18 @@ def test_invariants_bounded(queue_model: Path) -> None:
     assert f"Checking assertions in step {DEPTH - 1}.." in proc.stdout, proc.stdout[-2000:]
 
 
-def test_invariants_by_induction(queue_model: Path) -> None:
+def test_invariants_by_induction(request: pytest.FixtureRequest, tmp_path: Path) -> None:
     """The induction step: IND_K consecutive states that satisfy every assertion (from
     any start, reachable or not) are followed by one that does too. With the bounded
-    run from reset this proves the invariants for every depth."""
-    proc, wall, cpu = smtbmc(queue_model, IND_K, "-i")
-    print(f"formal: invariants inductive with k = {IND_K} "
-          f"(yosys-smtbmc + cvc4, {cpu:.0f} s CPU, {wall:.0f} s wall)")
-    assert proc.returncode == 0 and "Temporal induction successful." in proc.stdout, proc.stdout[-4000:]
+    run from reset this proves the invariants for every depth.
+
+    The suite started it in the background when it collected this test (conftest.py);
+    run on its own, the test starts it here."""
+    require_tools()
+    proof = request.config.stash.get(INDUCTION, None) or BackgroundProof.start(tmp_path)
+    held, report = proof.result(INDUCTION_TIMEOUT)
+    print(report.splitlines()[-1])
+    assert held, report[-4000:]
 
 
 def test_output_fifo_holds(tmp_path: Path) -> None:
