@@ -198,7 +198,6 @@ class UdpTransport(Transport):
             raise
         self.connected = connect
         self.gso = ipaddress.ip_address(sockaddr[0]).is_loopback if gso is None else gso
-        self.send_errors = 0
 
     @property
     def local_address(self) -> tuple[str, int]:
@@ -492,7 +491,6 @@ class EthernetTransport(Transport):
         except OSError:
             self.close()
             raise
-        self.send_errors = 0
         self.ignored_frames = 0
         """Frames seen on the interface that were not OLAF traffic for us."""
 
