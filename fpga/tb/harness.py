@@ -31,6 +31,20 @@ from worker_transport.protocol import FLAG_CONGESTED, HEADER_LEN, Mode, MsgType,
 FPGA_DIR = Path(__file__).resolve().parent.parent
 TB_DIR = FPGA_DIR / "tb"
 RTL_SOURCES = [FPGA_DIR / "rtl" / name for name in ("axis_fifo.v", "olaf_verdict.v", "olaf_queue.v")]
+"""The queue's sources; olaf_queue.v last (the mutant test edits the last one)."""
+TOPLEVEL = "olaf_queue"
+SIMULATORS = ("verilator", "icarus")
+
+V = 64
+MAX_CAPACITY = 64
+MAX_CLUSTERS = 16
+MAX_BLOCKS = 1024
+ID_WIDTH = 16  # wide enough that every message of a bench has its own tid
+
+# Counter read-port selectors (see the cnt_sel comment in olaf_queue.v).
+CNT_OUTCOME = 0
+CNT_TYPE = 8
+CNT_INVALID = 16
 
 
 def mutated_rtl(original: str, replacement: str, directory: Path) -> list[Path]:
@@ -50,20 +64,6 @@ def mutated_rtl(original: str, replacement: str, directory: Path) -> list[Path]:
         sources.append(copy)
     sources[-1].write_text(text.replace(original, replacement))
     return sources
-"""The queue's sources; olaf_queue.v last (the mutant test edits the last one)."""
-TOPLEVEL = "olaf_queue"
-SIMULATORS = ("verilator", "icarus")
-
-V = 64
-MAX_CAPACITY = 64
-MAX_CLUSTERS = 16
-MAX_BLOCKS = 1024
-ID_WIDTH = 16  # wide enough that every message of a bench has its own tid
-
-# Counter read-port selectors (see the cnt_sel comment in olaf_queue.v).
-CNT_OUTCOME = 0
-CNT_TYPE = 8
-CNT_INVALID = 16
 
 
 # ---------------------------------------------------------------- host side
