@@ -25,7 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "fpga" / "tb"))
 
-import harness  # noqa: E402  (lives in fpga/tb, found through the path above)
+import queue_bench  # noqa: E402  (fpga/tb, found through the path above: traffic, reference)
+import sim_runner  # noqa: E402  (fpga/tb: build and run the DUT)
 
 CLOCK_HZ = 250e6
 
@@ -38,7 +39,7 @@ def reference_rate(width_messages: dict[str, list[bytes]]) -> dict[str, float]:
     for name, messages in width_messages.items():
         best = float("inf")
         for _ in range(5):  # best of 5: the first call pays for numpy warm-up
-            reference = harness.Reference(QueueConfig(capacity=harness.MAX_CAPACITY))
+            reference = queue_bench.Reference(QueueConfig(capacity=sim_runner.MAX_CAPACITY))
             if name == "pull_data":
                 reference.process(width_messages["update_enqueue"])
             # The whole stream in one batch: the software switch's fastest path.
@@ -52,18 +53,18 @@ def reference_rate(width_messages: dict[str, list[bytes]]) -> dict[str, float]:
 def reference_streams() -> dict[str, list[bytes]]:
     import numpy as np
 
-    n = harness.MAX_CAPACITY
-    v = harness.V
+    n = sim_runner.MAX_CAPACITY
+    v = sim_runner.V
 
     def update(cluster: int, worker: int, block: int) -> bytes:
-        return harness.update_message(
+        return queue_bench.update_message(
             cluster=cluster, worker=worker, block=block, reward=1 << 16,
             values=np.arange(v, dtype=np.int32) * (worker + 1),
         )
 
     return {
         "update_enqueue": [update(k % 16, k % 8, k) for k in range(n)],
-        "pull_data": [harness.pull_message()] * n,
+        "pull_data": [queue_bench.pull_message()] * n,
         "update_merge": [update(0, 1 + k % 30, k % 4) for k in range(4 * n)],
     }
 
@@ -73,22 +74,22 @@ def yosys_timing(width: int) -> tuple[float, str]:
     sys.path.insert(0, str(ROOT / "fpga" / "scripts"))
     import sta
 
-    worst, path, cells = sta.run(sta.DEFAULT_SOURCES, harness.parameters(width))
+    worst, path, cells = sta.run(sta.DEFAULT_SOURCES, sim_runner.parameters(width))
     ends = f"{path[-3] if len(path) >= 3 else '?'} ... {path[0] if path else '?'}"
     return worst, f"worst path {worst:.3f} ns ({ends}); {sta.summarize(cells)}"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--simulator", choices=harness.SIMULATORS, default="verilator")
+    parser.add_argument("--simulator", choices=sim_runner.SIMULATORS, default="verilator")
     parser.add_argument("--width", type=int, default=512, choices=[64, 512])
     parser.add_argument("--yosys", action="store_true", help="also print a yosys estimate")
     args = parser.parse_args()
 
-    harness.build(args.simulator, args.width)
+    sim_runner.build(args.simulator, args.width)
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "throughput.json"
-        harness.run(args.simulator, args.width, "throughput",
+        sim_runner.run(args.simulator, args.width, "throughput",
                     extra_env={"OLAF_BENCH_OUT": str(out)})
         result = json.loads(out.read_text())
     rates = reference_rate(reference_streams())

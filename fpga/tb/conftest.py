@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from formal import INDUCTION, BackgroundProof, missing_packages
-from harness import V, build, simulator_available
+from sim_runner import V, build, simulator_available
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -20,24 +20,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from harness import (
-    FPGA_DIR,
-    MAX_BLOCKS,
-    MAX_CAPACITY,
-    MAX_CLUSTERS,
-    TB_DIR,
+from queue_bench import (
     AxisProtocolChecker,
-    V,
-    _environment,
     pull_message,
     random_pauses,
     random_traffic,
-    simulator_env,
     tb_values,
     update_message,
 )
+from rtl_sources import TOP_SOURCES
 from scapy.layers.inet import IP, TCP, UDP
 from scapy.layers.l2 import ARP, Dot1Q, Ether
+from sim_runner import FPGA_DIR, MAX_BLOCKS, MAX_CAPACITY, MAX_CLUSTERS, TB_DIR, V, environment, simulator_env
 
 from dataplane.ethernet import EthernetSwitch
 from dataplane.forwarding import ForwardingTable
@@ -47,9 +41,8 @@ from worker_transport.protocol import OLAF_PORT, MsgType
 
 TOPLEVEL = "olaf_top"
 WIDTH = 64
-RTL_SOURCES = [FPGA_DIR / "rtl" / name for name in
-               ("olaf_top.v", "olaf_udp.v", "olaf_axil_regs.v", "olaf_queue.v", "olaf_verdict.v",
-                "axis_fifo.v")]
+RTL_SOURCES = TOP_SOURCES
+"""olaf_top's sources (rtl_sources.py holds the list)."""
 IN_PORT, FWD_PORT = 0, 1
 """Reference switch ports: the FPGA's MAC port, and where routed / flooded frames go."""
 MIN_FRAME = 60
@@ -77,7 +70,7 @@ def build(simulator: str, values: int = V) -> Path:
 
     out = build_dir(simulator, values)
     build_args = ["-CFLAGS", "-O1", "--x-assign", "0", "--x-initial", "0"] if simulator == "verilator" else []
-    with _environment(simulator_env(simulator)):
+    with environment(simulator_env(simulator)):
         get_runner(simulator).build(
             sources=RTL_SOURCES,
             hdl_toplevel=TOPLEVEL,
@@ -100,7 +93,7 @@ def run(simulator: str, module: str, *, values: int = V, testcases: Sequence[str
     out = build_dir(simulator, values)
     name = "_".join([module, *(testcases or [])])
     results = out / f"{name}.results.xml"
-    with _environment(simulator_env(simulator)):
+    with environment(simulator_env(simulator)):
         get_runner(simulator).test(
             test_module=module,
             hdl_toplevel=TOPLEVEL,

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from harness import FPGA_DIR, RTL_SOURCES
+from sim_runner import FPGA_DIR, RTL_SOURCES
 
 # k of the queue's k-induction; the bounded run from reset is its base case (DEPTH >= IND_K).
 IND_K = 2

@@ -11,7 +11,8 @@ import cocotb
 import pytest
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge
-from harness import FPGA_DIR, AxisProtocolChecker, random_pauses, simulator_available
+from queue_bench import AxisProtocolChecker, random_pauses
+from sim_runner import FPGA_DIR, simulator_available
 
 WIDTH = 64
 DEPTH = 16

@@ -40,9 +40,10 @@ from eth_bench import (
     other_frames,
     run,
 )
-from harness import MAX_BLOCKS, MAX_CAPACITY, MAX_CLUSTERS, SIMULATORS, V, pull_message, simulator_available
+from queue_bench import pull_message
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
+from sim_runner import MAX_BLOCKS, MAX_CAPACITY, MAX_CLUSTERS, SIMULATORS, V, simulator_available
 
 from dataplane.queue import QueueConfig
 from worker_transport.codec import Verdict

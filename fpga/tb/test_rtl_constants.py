@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from harness import RTL_SOURCES
+from sim_runner import RTL_SOURCES
 
 from worker_transport.codec import Verdict
 from worker_transport.protocol import HEADER_LEN, MsgType, Outcome

@@ -27,7 +27,8 @@ from eth_bench import (
     other_frames,
     run,
 )
-from harness import SIMULATORS, invalid_message, pull_message, simulator_available, update_message
+from queue_bench import invalid_message, pull_message, update_message
+from sim_runner import SIMULATORS, simulator_available
 
 from worker_transport.codec import Verdict, classify, decode
 from worker_transport.protocol import MsgType, Outcome

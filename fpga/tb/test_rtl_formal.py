@@ -45,7 +45,7 @@ from formal import (
     smtbmc,
     yosys,
 )
-from harness import FPGA_DIR, RTL_SOURCES, mutated_rtl
+from sim_runner import FPGA_DIR, RTL_SOURCES, mutated_rtl
 
 DEPTH = int(os.environ.get("OLAF_FORMAL_DEPTH", "2"))
 HOLD_WRAPPER = FPGA_DIR / "formal" / "axis_fifo_hold.v"

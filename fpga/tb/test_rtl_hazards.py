@@ -25,18 +25,8 @@ import random
 import cocotb
 import numpy as np
 import pytest
-from harness import (
-    MAX_CAPACITY,
-    SIMULATORS,
-    QueueBench,
-    build,
-    pull_message,
-    random_pauses,
-    run,
-    simulator_available,
-    tb_values,
-    update_message,
-)
+from queue_bench import QueueBench, pull_message, random_pauses, tb_values, update_message
+from sim_runner import MAX_CAPACITY, SIMULATORS, build, run, simulator_available
 
 from dataplane.queue import QueueConfig
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from harness import FPGA_DIR, build, build_dir, mutated_rtl, run, simulator_available
+from sim_runner import FPGA_DIR, build, build_dir, mutated_rtl, run, simulator_available
 from test_rtl_hazards import HAZARD_PARAMS, HAZARD_V
 
 MUTANTS = {

@@ -17,22 +17,17 @@ import numpy as np
 import pytest
 from cocotb.triggers import ClockCycles, ReadOnly
 from cocotbext.axi import AxiStreamFrame
-from harness import (
+from queue_bench import (
     CNT_INVALID,
     CNT_OUTCOME,
-    MAX_BLOCKS,
-    MAX_CAPACITY,
-    MAX_CLUSTERS,
-    SIMULATORS,
     QueueBench,
-    V,
     invalid_message,
     pull_message,
     random_pauses,
     random_traffic,
-    run,
     update_message,
 )
+from sim_runner import MAX_BLOCKS, MAX_CAPACITY, MAX_CLUSTERS, SIMULATORS, V, run
 
 from dataplane.queue import QueueConfig
 from worker_transport.codec import Verdict, classify, decode

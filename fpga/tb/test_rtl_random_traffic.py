@@ -18,14 +18,8 @@ from pathlib import Path
 
 import cocotb
 import pytest
-from harness import (
-    SIMULATORS,
-    QueueBench,
-    random_pauses,
-    random_traffic,
-    run,
-    tb_values,
-)
+from queue_bench import QueueBench, random_pauses, random_traffic, tb_values
+from sim_runner import SIMULATORS, run
 
 from dataplane.queue import QueueConfig
 from worker_transport.protocol import INT32_MAX, Mode, MsgType, Outcome

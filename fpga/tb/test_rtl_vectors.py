@@ -15,13 +15,8 @@ from pathlib import Path
 
 import cocotb
 import pytest
-from harness import (
-    SIMULATORS,
-    QueueBench,
-    config_from_vector,
-    random_pauses,
-    run,
-)
+from queue_bench import QueueBench, config_from_vector, random_pauses
+from sim_runner import SIMULATORS, run
 
 VECTOR_DIR = Path(__file__).resolve().parents[2] / "tests" / "vectors"
 

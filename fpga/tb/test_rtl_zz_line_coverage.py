@@ -1,7 +1,7 @@
 """Verilator line coverage of olaf_queue.v over the queue benches that ran before this file.
 
 Every Verilator build of the queue is made with ``--coverage-line`` and each run keeps
-its coverage.dat (harness.keep_coverage). This test (named to sort after the queue
+its coverage.dat (sim_runner.keep_coverage). This test (named to sort after the queue
 benches) adds up the runs made since the RTL last changed and reports the share of
 each RTL file's line-coverage points that ran, so the figure in fpga/README.md can
 be checked in any CI log.
@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 import pytest
-from harness import RTL_SOURCES, coverage_files, simulator_available
+from sim_runner import RTL_SOURCES, coverage_files, simulator_available
 
 # Measured 2026-12-01 over vectors + hazards + reset/full/coverage + random traffic
 # on Verilator; a drop below this means a bench stopped exercising the RTL.

@@ -22,7 +22,8 @@ from dataclasses import asdict, dataclass
 import cocotb
 import numpy as np
 from cocotb.triggers import ReadOnly, RisingEdge
-from harness import MAX_CAPACITY, QueueBench, V, pull_message, update_message
+from queue_bench import QueueBench, pull_message, update_message
+from sim_runner import MAX_CAPACITY, V
 
 from dataplane.queue import QueueConfig
 
