@@ -15,7 +15,6 @@ and the read-back of the switch's registers and counters over Thrift
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from bmv2_topologies.simple_switch import P4_MAIN, compile_p4, free_tcp_port, stop_process
+from tests import p4sim
 from worker_transport.protocol import HEADER_LEN, OLAF_PORT, VERSION, Mode, MsgType
 
 REPO = Path(__file__).resolve().parent.parent
@@ -654,28 +654,10 @@ def reference_queue_for(c: dict, values: int) -> Any:
     )
 
 
-def load_p4sim() -> Any:
-    """p4/tools/p4sim.py as a module (p4/ is not a Python package), loaded once. Only the
-    TNA program is still interpreted: v1model runs on simple_switch."""
-    import sys
-
-    name = "olaf_p4sim"
-    if name in sys.modules:
-        return sys.modules[name]
-    path = REPO / "p4" / "tools" / "p4sim.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def replay_on_tna_p4sim(vector: Vector) -> tuple[list[bytes], list[bytes], Any]:
     """Run a V = 32 vector through p4/tna/olaf_tna.p4, interpreted, with util_lookup filled
     as the controller fills it. Frames are compared up to the IPv4 total length: Tofino
     cannot cut the unparsed payload of a BAD_LENGTH UPDATE from its ACK."""
-    p4sim = load_p4sim()
     defines = dict(d[2:].split("=", 1) for d in config_defines(vector.config, TNA_VALUES))
     switch = p4sim.Switch(P4_TNA_MAIN, defines)
     capacity = vector.config["capacity"]

@@ -8,7 +8,7 @@ needs more, so the stages are read from the generated .bfa); ``p4test`` must pas
 with no warning. Each skips with its reason where the tool is absent.
 
 Behaviour: neither the assembler ``bfas`` nor a Tofino model is available, so the
-program's logic is run by the source interpreter p4/tools/p4sim.py (Register /
+program's logic is run by the source interpreter tests/p4sim/ (Register /
 RegisterAction, Hash, resubmit and recirculation passes) on random V = 32 traffic
 and compared frame for frame with the reference queue (dataplane/queue.py).
 """
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import p4_replay
+from tests import p4_replay, p4sim
 
 TNA_MAIN = p4_replay.P4_TNA_MAIN
 TOFINO1_STAGES = 12
@@ -199,7 +199,7 @@ def test_tna_lock_serializes_packets_in_flight() -> None:
     ]
     responses, _, _ = p4_replay.reference_queue_for(config, values).process(decode(queue_ops, values))
     expected = encode(responses)
-    switch = p4_replay.load_p4sim().Switch(
+    switch = p4sim.Switch(
         TNA_MAIN, dict(d[2:].split("=", 1) for d in p4_replay.config_defines(config, values))
     )
     for occupied in range(config["capacity"] + 1):
@@ -217,7 +217,6 @@ def test_tna_lock_serializes_packets_in_flight() -> None:
 def test_tna_forwarding_and_loss() -> None:
     """MODEL and other IPv4 traffic follow ipv4_lpm (TTL - 1, MAC rewrite, checksum);
     non-IPv4 is dropped; drop_sim drops by its per-port probability."""
-    p4sim = p4_replay.load_p4sim()
     switch = p4sim.Switch(TNA_MAIN)
     next_hop = bytes.fromhex("00000a000101")
     switch.add_entry("OlafIngress.ipv4_lpm", ((0x0A000000, 8),), "ipv4_forward", [int(next_hop.hex(), 16), 1])
@@ -290,7 +289,7 @@ TNA_RULES = {
 
 
 def _update_then_pull(main: Path) -> None:
-    switch = p4_replay.load_p4sim().Switch(main)
+    switch = p4sim.Switch(main)
     for occupied in range(65):
         switch.add_entry("OlafIngress.util_lookup", (occupied,), "set_util", [255 * occupied // 64])
     values = p4_replay.TNA_VALUES
@@ -314,5 +313,5 @@ def test_interpreter_refuses_what_tofino_refuses(rule: str, tmp_path: Path) -> N
     text = path.read_text()
     assert text.count(original) == 1, original
     path.write_text(text.replace(original, mutated))
-    with pytest.raises(p4_replay.load_p4sim().P4SimError, match=message):
+    with pytest.raises(p4sim.P4SimError, match=message):
         _update_then_pull(root / "tna" / "olaf_tna.p4")
