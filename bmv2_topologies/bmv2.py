@@ -3,9 +3,10 @@
 (``--no-p4``) and then given the pipeline, routes and queue settings over P4Runtime by
 ``bmv2_topologies.control`` (the same controller code as for the software switch).
 
-Needs ``simple_switch_grpc`` and ``p4c`` (or ``p4c-bm2-ss``) on PATH; ``missing()`` says
-which is absent. The P4 program fixes V at 64 values per block (DESIGN.md §2), so the
-experiment must use ``values=64``.
+Runs the fast bmv2 build by default (``Testbed(bmv2_build="debug")`` for the logging one;
+``simple_switch.bmv2_binary`` resolves both). Needs that ``simple_switch_grpc`` and ``p4c``
+(or ``p4c-bm2-ss``), in ``.p4tools/`` or on PATH; ``missing()`` says which is absent. The P4 program fixes V at
+64 values per block (DESIGN.md §2), so the experiment must use ``values=64``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bmv2_topologies.control import Target
-from bmv2_topologies.simple_switch import P4_MAIN, free_tcp_port
+from bmv2_topologies.simple_switch import (
+    BMV2_DEFAULT_BUILD,
+    P4_MAIN,
+    P4C,
+    bmv2_binary,
+    bmv2_missing,
+    free_tcp_port,
+    p4tools_binary,
+)
 
 if TYPE_CHECKING:
     from bmv2_topologies.testbed import Testbed
@@ -24,14 +33,15 @@ if TYPE_CHECKING:
 P4_VALUES = 64
 
 
-def missing() -> str | None:
-    """None when the bmv2 path can run here, else what is not installed."""
+def missing(build: str = BMV2_DEFAULT_BUILD) -> str | None:
+    """None when the bmv2 path (``build``: fast or debug) can run here, else what is not installed."""
     absent = []
-    if shutil.which("simple_switch_grpc") is None:
-        absent.append("simple_switch_grpc")
-    if shutil.which("p4c") is None and shutil.which("p4c-bm2-ss") is None:
-        absent.append("p4c (or p4c-bm2-ss)")
-    return f"{' and '.join(absent)} not installed" if absent else None
+    grpc = bmv2_missing(("simple_switch_grpc",), build)
+    if grpc is not None:
+        absent.append(grpc)
+    if shutil.which("p4c") is None and p4tools_binary(P4C) is None:
+        absent.append("p4c (or p4c-bm2-ss) not installed")
+    return "; ".join(absent) if absent else None
 
 
 def compile_program(out_dir: Path) -> tuple[Path, Path]:
@@ -42,7 +52,7 @@ def compile_program(out_dir: Path) -> tuple[Path, Path]:
         cmd = ["p4c", "--target", "bmv2", "--arch", "v1model", "--p4runtime-files", str(p4info),
                "-o", str(out_dir), str(P4_MAIN)]
     else:
-        cmd = ["p4c-bm2-ss", "--arch", "v1model", "--p4runtime-files", str(p4info),
+        cmd = [p4tools_binary(P4C) or P4C, "--arch", "v1model", "--p4runtime-files", str(p4info),
                "-o", str(program), str(P4_MAIN)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
     if done.returncode != 0 or not program.exists() or not p4info.exists():
@@ -59,10 +69,10 @@ class Bmv2Switches:
     def start(self) -> list[Target]:
         from bmv2_topologies.testbed import TestbedError
 
-        reason = missing()
+        tb = self.testbed
+        reason = missing(tb.bmv2_build)
         if reason:
             raise TestbedError(f"--switch bmv2 needs bmv2 and p4c: {reason}")
-        tb = self.testbed
         values = tb.queue.get("values", P4_VALUES)
         if values != P4_VALUES:
             raise TestbedError(f"p4/olaf.p4 carries {P4_VALUES} values per block, not {values}")
@@ -71,7 +81,9 @@ class Bmv2Switches:
         targets = []
         for device, name in enumerate(tb.topology.switches, start=1):
             grpc, thrift = f"127.0.0.1:{free_tcp_port()}", free_tcp_port()
-            argv = ["simple_switch_grpc", "--device-id", str(device),
+            # The log stays at 'warn' on both builds: per-packet lines (debug build only)
+            # would slow bmv2 further; raise it by hand when tracing a packet.
+            argv = [bmv2_binary("simple_switch_grpc", tb.bmv2_build), "--device-id", str(device),
                     "--thrift-port", str(thrift),
                     "--notifications-addr", f"ipc://{tb.out}/bmv2-{device}-notifications.ipc",
                     "--log-file", str(tb.out / f"bmv2-{name}"), "--log-flush", "--log-level", "warn"]

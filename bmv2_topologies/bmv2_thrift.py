@@ -11,11 +11,11 @@ system Python, which has python3-thrift (the venv does not), with bmv2's own
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
+from bmv2_topologies.simple_switch import CLI, Bmv2Missing, bmv2_binary
 from control_plane.p4info import (
     REG_ACTIVE_CLUSTERS,
     REG_CLUSTER_COUNT,
@@ -35,9 +35,10 @@ class ThriftError(RuntimeError):
 
 def cli_command() -> list[str]:
     """The CLI under the system Python, or ThriftError saying what is missing."""
-    cli = shutil.which("simple_switch_CLI")
-    if cli is None:
-        raise ThriftError("simple_switch_CLI is not on PATH")
+    try:
+        cli = bmv2_binary(CLI)  # the p4tools bundle's, for either bmv2 build
+    except Bmv2Missing as e:
+        raise ThriftError(str(e)) from None
     if not Path(SYSTEM_PYTHON).exists():
         raise ThriftError(f"{SYSTEM_PYTHON} (with python3-thrift) is missing")
     return [SYSTEM_PYTHON, cli]

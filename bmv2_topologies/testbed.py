@@ -10,6 +10,10 @@ touches only what it created. Every interface it creates in the root namespace i
 their namespaces. Every process is tracked by PID; ``close`` (also on ``__exit__``) stops
 them, deletes the links, ends the hosts' shells (and with them their namespaces) and then
 checks that nothing is left (``leftovers``).
+
+``ps_link`` (a ``shaping.LinkShape``) makes the egress toward the PS a real kernel
+bottleneck (DESIGN.md §7's C and B): HTB and a FIFO on the switch-side end of the PS's link,
+where DATA queues on its way to the PS (``shaping`` says why that end).
 """
 
 from __future__ import annotations
@@ -26,7 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from bmv2_topologies import shaping
 from bmv2_topologies.mininet_api import MininetMissing, mininet_modules, missing_requirements
+from bmv2_topologies.simple_switch import BMV2_BUILDS, BMV2_DEFAULT_BUILD
 from bmv2_topologies.topology import Topology
 
 IFNAMSIZ = 15
@@ -87,12 +93,19 @@ class Testbed:
 
     def __init__(self, topology: Topology, out_dir: str | Path, *, switch: str = "soft",
                  queue: dict[str, Any] | None = None, switch_args: dict[str, list[str]] | None = None,
-                 tag: str | None = None) -> None:
+                 tag: str | None = None, bmv2_build: str = BMV2_DEFAULT_BUILD,
+                 ps_link: shaping.LinkShape | None = None) -> None:
         """``queue``: OlafQueue settings for every switch (mode, capacity, values, max_blocks,
         max_clusters, frac_bits); ``switch_args``: extra ``olaf switch`` flags per switch name
-        (``"*"``: every switch), e.g. ``--drop-prob``/``--delay-ms`` (soft switch only)."""
+        (``"*"``: every switch), e.g. ``--drop-prob``/``--delay-ms`` (soft switch only);
+        ``bmv2_build``: ``fast`` (default) or ``debug``, the bmv2 build run for ``switch="bmv2"``
+        (``simple_switch.BMV2_BUILDS``); ``ps_link``: rate and FIFO of the egress toward the PS."""
         if switch not in SWITCH_KINDS:
             raise ValueError(f"switch must be one of {SWITCH_KINDS}, not {switch!r}")
+        if bmv2_build not in BMV2_BUILDS:
+            raise ValueError(f"bmv2_build must be one of {tuple(BMV2_BUILDS)}, not {bmv2_build!r}")
+        self.bmv2_build = bmv2_build
+        self.ps_link = ps_link
         self.topology = topology
         self.out = Path(out_dir)
         self.switch_kind = switch
@@ -161,6 +174,27 @@ class Testbed:
         for path in self._root_intfs:
             with contextlib.suppress(OSError):
                 Path(f"/proc/sys/net/ipv6/conf/{path}/disable_ipv6").write_text("1")
+        if self.ps_link is not None:
+            try:
+                shaping.apply(self.ps_link_interface(), self.ps_link)
+            except shaping.ShapingError as e:
+                raise TestbedError(f"cannot shape the PS's link: {e}") from None
+
+    def ps_link_interface(self) -> str:
+        """The switch-side end of the PS's link, in the root namespace: the egress toward the
+        PS, where DATA and EMPTY queue (``--ps-link-rate`` shapes it)."""
+        switch, port = self.topology.switch_of(self.topology.ps.name, 0)
+        return self.port_name(switch, port)
+
+    def ps_link_stats(self) -> dict[str, Any] | None:
+        """The bottleneck FIFO's counters (sent, dropped, backlog), or None when not shaped."""
+        if self.ps_link is None:
+            return None
+        dev = self.ps_link_interface()
+        leaf = shaping.leaf_stats(dev)
+        return {"interface": dev, "qdisc": leaf.kind, "sent_bytes": leaf.sent_bytes,
+                "sent_packets": leaf.sent_packets, "dropped": leaf.dropped,
+                "backlog_bytes": leaf.backlog_bytes, "backlog_packets": leaf.backlog_packets}
 
     def _add_link(self, link: Any, lk: Any) -> None:
         topo = self.topology

@@ -29,6 +29,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="a topology.json file or a shipped name (olaf testbed list)")
     r.add_argument("--switch", choices=("soft", "bmv2"), default="soft",
                    help="soft: olaf switch -i; bmv2: simple_switch_grpc with p4/olaf.p4 (default soft)")
+    r.add_argument("--bmv2", choices=("fast", "debug"), default=None,
+                   help="with --switch bmv2, which build runs: fast (default), the -O3 build without "
+                   "logging macros (.p4tools/bmv2-fast), or debug, the logging build (.p4tools/p4tools), "
+                   "the only one whose --log-console/--log-level debug show a per-packet trace (the fast "
+                   "build prints none); both log to logs/bmv2-<switch> at level warn")
     r.add_argument("--experiment", choices=("drl", "synthetic"), default="drl",
                    help="drl: the main job's A2C training; synthetic: olaf worker/olaf ps traffic")
     r.add_argument("--out", type=Path, default=None,
@@ -64,6 +69,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     e.add_argument("--delay-ms", action="append", default=[], metavar="[PORT:]MS",
                    help="olaf switch --delay-ms on every switch (repeatable)")
 
+    b = r.add_argument_group(
+        "bottleneck (DESIGN §7: tc on the switch-side end of the PS's link, the egress DATA queues at)")
+    b.add_argument("--ps-link-rate", default=None, metavar="RATE",
+                   help="HTB rate C toward the PS, in tc units: 10mbit, 800kbit (bits/s) or 500kbps "
+                   "(bytes/s, as tc reads it); prints C in bytes/s and the DATA blocks/s it allows")
+    b.add_argument("--ps-link-limit", default=None, metavar="LIMIT",
+                   help="the FIFO behind it: bytes B (65536, 64kb = 65,536 B; a bfifo) or packets "
+                   "(100p; a pfifo); default 1000p (a veth's txqueuelen); needs --ps-link-rate")
+
     sub.add_parser("list", help="the shipped topologies")
     s = sub.add_parser("show", help="a topology's hosts, links and derived routes")
     s.add_argument("topology", metavar="TOPO")
@@ -78,6 +92,18 @@ def _show(t: Any) -> None:
         print(f"  {sw}:")
         for r in t.routes(sw):
             print(f"    {r.prefix:18} -> port {r.port} ({r.mac})")
+
+
+def _ps_link_summary(testbed: Any, shape: Any, values: int) -> dict[str, Any]:
+    """``{"ps_link": ...}``: the shaping's derived numbers and the FIFO's counters, read before
+    teardown deletes the interface; empty when the link is not shaped. Prints the counters."""
+    if shape is None:
+        return {}
+    stats = testbed.ps_link_stats()
+    print(f"olaf testbed: PS link FIFO ({stats['qdisc']} on {stats['interface']}): sent "
+          f"{stats['sent_packets']} packets ({stats['sent_bytes']} B), dropped {stats['dropped']}",
+          flush=True)
+    return {"ps_link": {**shape.derived(values), **stats}}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -97,9 +123,10 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.action == "check":
         mn = missing_requirements()
-        bm = bmv2.missing()
         print(f"mininet: {'ok' if mn is None else mn}")
-        print(f"bmv2:    {'ok' if bm is None else bm}")
+        for build in ("fast", "debug"):
+            bm = bmv2.missing(build)
+            print(f"bmv2 {build + ':':6} {'ok' if bm is None else bm}")
         return 0 if mn is None else 1
     try:
         topo = load(args.topology)
@@ -114,6 +141,18 @@ def run(args: argparse.Namespace) -> int:
                     "through the drop_sim table (olaf ctl set)")
     if args.tag is not None and (len(args.tag) > 3 or not args.tag.isalnum()):
         return fail("--tag must be 1-3 letters or digits")
+    if args.bmv2 is not None and args.switch != "bmv2":
+        return fail("--bmv2 picks the bmv2 build and needs --switch bmv2")
+    ps_link = None
+    if args.ps_link_limit is not None and args.ps_link_rate is None:
+        return fail("--ps-link-limit needs --ps-link-rate (without a rate nothing queues there)")
+    if args.ps_link_rate is not None:
+        from bmv2_topologies.shaping import LinkShape, ShapingError
+
+        try:
+            ps_link = LinkShape.parse(args.ps_link_rate, args.ps_link_limit)
+        except ShapingError as e:
+            return fail(f"--ps-link-rate/--ps-link-limit: {e}")
     try:
         from olaf.drl.config import A2CConfig, RunConfig
 
@@ -140,9 +179,13 @@ def run(args: argparse.Namespace) -> int:
     testbed = Testbed(topo, out / "logs", switch=args.switch, tag=args.tag,
                       queue={"mode": cfg.mode, "capacity": cfg.capacity, "values": cfg.values,
                              "frac_bits": cfg.frac_bits},
-                      switch_args={"*": extra})
+                      switch_args={"*": extra}, bmv2_build=args.bmv2 or "fast", ps_link=ps_link)
+    kind = f"bmv2 ({args.bmv2 or 'fast'} build)" if args.switch == "bmv2" else args.switch
     print(f"olaf testbed: {topo.name} on Mininet ({len(topo.hosts)} hosts, {len(topo.switches)} "
-          f"{args.switch} switch(es), interfaces olaf{testbed.tag}*), logs in {out / 'logs'}", flush=True)
+          f"{kind} switch(es), interfaces olaf{testbed.tag}*), logs in {out / 'logs'}", flush=True)
+    if ps_link is not None:
+        print(f"olaf testbed: PS link, egress of {testbed.ps_link_interface()} (switch side): "
+              f"{ps_link.describe(cfg.values)}", flush=True)
     # A SIGTERM unwinds like Ctrl-C, so the finally below still tears the testbed down.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
@@ -153,6 +196,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.experiment == "synthetic":
             summary = run_synthetic(testbed, duration=args.duration, rate=args.rate, params=args.params)
+            summary |= _ps_link_summary(testbed, ps_link, cfg.values)
             (out / "synthetic.json").write_text(json.dumps(summary, indent=1, default=str))
             print(json.dumps(summary["switches"], indent=1))
             print(f"wrote {out / 'synthetic.json'}")
@@ -160,7 +204,7 @@ def run(args: argparse.Namespace) -> int:
             printed = [-5.0]
 
             def progress(s: Any) -> None:
-                """``s``: an ``olaf.drl.runner.Snapshot``, every 0.5 s; one line every 5 s."""
+                """``s``: an ``olaf.drl.results.Snapshot``, every 0.5 s; one line every 5 s."""
                 if s.elapsed - printed[0] >= 5.0:
                     printed[0] = s.elapsed
                     print(f"t={s.elapsed:5.1f}s steps={s.env_steps} episodes={s.episodes} "
@@ -171,7 +215,9 @@ def run(args: argparse.Namespace) -> int:
             result = run_drl(testbed, cfg, progress=progress)
             summary = result.summary()
             summary |= {"testbed": {"topology": topo.name, "switch": args.switch,
-                                    "per_switch": result.switch.get("per_switch", {})}}
+                                    "bmv2_build": (args.bmv2 or "fast") if args.switch == "bmv2" else None,
+                                    "per_switch": result.switch.get("per_switch", {}),
+                                    **_ps_link_summary(testbed, ps_link, cfg.values)}}
             files = write_report(result, out)
             (out / "testbed_summary.json").write_text(json.dumps(summary, indent=1, default=str))
             print(json.dumps({k: v for k, v in summary.items() if k != "testbed"}, indent=1, default=str))
