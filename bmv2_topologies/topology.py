@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+from dataplane.forwarding import Route
+
 ROLES = ("worker", "ps", "relay")
 _SWITCH_END = re.compile(r"^(?P<node>[A-Za-z][\w]*)-p(?P<port>\d+)$")
 _HOST_END = re.compile(r"^(?P<node>[A-Za-z][\w]*?)(?:-e(?P<index>\d+))?$")
@@ -79,13 +81,6 @@ class Link:
     a: tuple[str, int]
     b: tuple[str, int]
     bandwidth_mbps: float | None
-
-
-@dataclass(frozen=True)
-class Route:
-    prefix: str
-    port: int
-    mac: str
 
 
 @dataclass

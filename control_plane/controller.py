@@ -61,6 +61,7 @@ from control_plane.threshold import (  # noqa: F401 - ThresholdLoop & co. are al
 )
 from control_plane.tls import ClientTls
 from dataplane.acl import AclRule, Refusal, parse_prefix
+from dataplane.forwarding import Route, parse_routes  # Route is also imported from here (olaf ctl)
 from worker_transport.protocol import INT32_MAX, Mode, MsgType, Outcome
 
 PROB_ONE = 1 << 16
@@ -190,13 +191,6 @@ def tofino_device_config(program_name: str, binary_path: str | Path, context_pat
     return b"".join(len(p).to_bytes(4, "little") + p for p in parts)
 
 
-@dataclass(frozen=True)
-class Route:
-    prefix: str
-    port: int
-    mac: str | None = None
-
-
 @dataclass
 class Topology:
     """Forwarding and emulation settings for one switch, from a JSON topology file.
@@ -227,10 +221,10 @@ class Topology:
                 raise ValueError(f"{path} has no switch {switch!r} (it has {sorted(switches)})")
             spec = switches[switch]
         try:
-            routes = [Route(r["prefix"], int(r["port"]), r.get("mac")) for r in spec.get("routes", [])]
+            routes = parse_routes(spec.get("routes", []))
             drop = {None if k == "*" else int(k): float(v) for k, v in spec.get("drop_prob", {}).items()}
-        except (KeyError, TypeError, ValueError, AttributeError) as e:
-            raise ValueError(f"bad topology {path}: {e!r}") from None
+        except (TypeError, ValueError, AttributeError) as e:
+            raise ValueError(f"bad topology {path}: {e}") from None
         return cls(routes, drop)
 
 

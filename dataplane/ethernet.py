@@ -23,9 +23,10 @@ import numpy as np
 from dataplane.acl import SourceAcl
 from dataplane.forwarding import ForwardingTable
 from dataplane.impairment import Impairment
-from dataplane.pcap import LINKTYPE_ETHERNET, PcapWriter, ipv4_checksum
+from dataplane.pcap import LINKTYPE_ETHERNET, PcapWriter
 from dataplane.queue import OlafQueue
 from dataplane.switch import FrontEnd, Pipeline
+from worker_transport.inet import ipv4_checksum, ipv4_checksums
 from worker_transport.protocol import OLAF_PORT, MsgType
 
 ETH_P_ALL = 0x0003
@@ -33,15 +34,6 @@ ETH_P_IPV4 = 0x0800
 PACKET_OUTGOING = 4
 L2L3L4 = 42
 """Ethernet (14) + IPv4 without options (20) + UDP (8): the headers OLAF frames carry."""
-
-
-def ipv4_checksums(ip_headers: np.ndarray) -> np.ndarray:
-    """Internet checksum of each row of an ``(n, 20)`` uint8 array (checksum bytes zero)."""
-    words = ip_headers.reshape(len(ip_headers), 10, 2).astype(np.uint32)
-    total = (words[:, :, 0] << 8 | words[:, :, 1]).sum(axis=1)
-    total = (total & 0xFFFF) + (total >> 16)
-    total = (total & 0xFFFF) + (total >> 16)
-    return (~total & 0xFFFF).astype(np.uint16)
 
 
 def _set_u16(rows: np.ndarray, at: int, values: np.ndarray) -> None:

@@ -11,29 +11,60 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-
-def parse_mac(text: str) -> bytes:
-    parts = text.split(":")
-    if len(parts) != 6:
-        raise ValueError(f"bad MAC address {text!r}")
-    try:
-        return bytes(int(p, 16) for p in parts)
-    except ValueError:
-        raise ValueError(f"bad MAC address {text!r}") from None
+from worker_transport.inet import mac_bytes
 
 
 @dataclass(frozen=True)
 class Route:
+    """An ``ipv4_lpm`` entry as the control plane, topologies and route files spell it."""
+
+    prefix: str
+    """IPv4 prefix, ``10.0.1.1/32``."""
+    port: int
+    """Egress port."""
+    mac: str | None = None
+    """Next hop's MAC, ``08:00:00:00:01:11``, written as the frame's destination; None keeps it."""
+
+
+@dataclass(frozen=True)
+class NextHop:
+    """What a lookup in the software table gives: a ``Route``'s action in the form the data
+    path splices into frames (the MAC as 6 bytes, parsed once at insert, not per frame)."""
+
     port: int
     mac: bytes | None = None
     """Next hop's MAC written as the frame's destination; None keeps it."""
+
+
+def parse_routes(entries: object) -> list[Route]:
+    """Routes from their JSON form, the ``"routes"`` list of a forwarding table or topology
+    file: ``[{"prefix": "10.0.1.1/32", "port": 1, "mac": "08:00:00:00:01:11"}, ...]``, ``mac``
+    optional.
+
+    Checks the shape only (``ValueError`` naming the entry): the prefix, port range and MAC
+    are judged where the route is installed, by ``ForwardingTable`` or by the P4 target.
+    """
+    if not isinstance(entries, list):
+        raise ValueError(f"routes must be a list of objects, not {type(entries).__name__}")
+    routes = []
+    for i, entry in enumerate(entries):
+        try:
+            route = Route(entry["prefix"], int(entry["port"]), entry.get("mac"))
+        except KeyError as e:
+            raise ValueError(f"route {i} {entry!r} has no {e}") from None
+        except (TypeError, ValueError, AttributeError) as e:
+            raise ValueError(f"route {i} {entry!r}: {e}") from None
+        if route.mac is not None and not isinstance(route.mac, str):
+            raise ValueError(f"route {i} {entry!r}: the mac is a string like 08:00:00:00:01:11")
+        routes.append(route)
+    return routes
 
 
 class ForwardingTable:
     """IPv4 longest-prefix-match table, the software twin of P4's ``ipv4_lpm``."""
 
     def __init__(self) -> None:
-        self._by_length: dict[int, dict[int, Route]] = {}
+        self._by_length: dict[int, dict[int, NextHop]] = {}
 
     @staticmethod
     def _key(prefix: str) -> tuple[int, int]:
@@ -65,12 +96,12 @@ class ForwardingTable:
         del self._by_length[length][addr]
 
     @staticmethod
-    def _route(port: int, mac: str | bytes | None) -> Route:
+    def _route(port: int, mac: str | bytes | None) -> NextHop:
         if not 0 <= port < 512:
             raise ValueError(f"port {port} out of range 0..511 (bit<9>)")
-        return Route(port, parse_mac(mac) if isinstance(mac, str) else mac)
+        return NextHop(port, None if mac is None else mac_bytes(mac))
 
-    def lookup(self, address: int) -> Route | None:
+    def lookup(self, address: int) -> NextHop | None:
         for length in sorted(self._by_length, reverse=True):
             mask = (0xFFFFFFFF << (32 - length)) & 0xFFFFFFFF
             route = self._by_length[length].get(address & mask)
@@ -78,7 +109,7 @@ class ForwardingTable:
                 return route
         return None
 
-    def entries(self) -> list[tuple[str, Route]]:
+    def entries(self) -> list[tuple[str, NextHop]]:
         return [
             (f"{ipaddress.IPv4Address(addr)}/{length}", route)
             for length, table in sorted(self._by_length.items())
@@ -91,11 +122,12 @@ class ForwardingTable:
         table = cls()
         if path:
             try:
-                spec = json.loads(Path(path).read_text())
-                for r in spec.get("routes", []):
-                    table.insert(r["prefix"], int(r["port"]), r.get("mac"))
-            except (OSError, json.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
+                loaded = parse_routes(json.loads(Path(path).read_text()).get("routes", []))
+            except (OSError, ValueError, AttributeError) as e:  # JSONDecodeError is a ValueError
                 raise ValueError(f"cannot read forwarding table {path}: {e}") from None
+            # Outside the try: a bad prefix, port or MAC says so in the table's own words.
+            for r in loaded:
+                table.insert(r.prefix, r.port, r.mac)
         for text in routes:
             prefix, sep, rest = text.partition("=")
             port, _, mac = rest.partition(",")

@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 from typing import BinaryIO
 
+from worker_transport.inet import ipv4_checksum
+
 LINKTYPE_ETHERNET = 1
 LINKTYPE_RAW = 101
 _UDP = 17
@@ -32,13 +34,6 @@ class PcapWriter:
 
     def close(self) -> None:
         self._file.close()
-
-
-def ipv4_checksum(header: bytes) -> int:
-    total = sum(struct.unpack(f"!{len(header) // 2}H", header))
-    while total >> 16:
-        total = (total & 0xFFFF) + (total >> 16)
-    return ~total & 0xFFFF
 
 
 def ipv4_udp(src: tuple[str, int], dst: tuple[str, int], payload: bytes) -> bytes:

@@ -10,11 +10,10 @@ from dataplane.queue import OlafQueue, QueueConfig
 from olaf.drl.config import A2CConfig, RunConfig
 from olaf.drl.inproc import _pulls, train_in_process
 from olaf.drl.model import ActorCritic, build_model
-from olaf.drl.packaging import averaged_block, gradient_updates
 from olaf.drl.server import ParameterServer
 from olaf.drl.weights import WeightBoard
 from olaf.drl.worker import RolloutWorker, gae
-from worker_transport.codec import decode, encode
+from worker_transport.codec import decode, encode, gradient_updates, mean_values
 from worker_transport.fixedpoint import join_blocks, resolution
 from worker_transport.protocol import Mode, MsgType, Outcome
 
@@ -42,7 +41,7 @@ def test_gradient_round_trip_through_codec_within_resolution() -> None:
     assert (back.headers["block_id"] == np.arange(len(wire))).all()
     assert back.headers["reward"][0] == 21.5 * 2**FRAC
     assert back.headers["contributors"][0] == 1 << 3
-    blocks = np.stack([averaged_block(back.values[i], 1, FRAC) for i in range(len(back))])
+    blocks = np.stack([mean_values(back.values[i], 1, FRAC) for i in range(len(back))])
     restored = join_blocks(blocks, len(flat))
     assert restored.shape == flat.shape
     # Rounding to nearest: at most half an LSB per value, and a nonzero gradient.
@@ -64,7 +63,7 @@ def test_merged_data_block_is_the_mean_within_resolution() -> None:
     assert (data.headers["agg_count"] == 3).all()
     mean = np.mean(grads, axis=0)
     for i in range(3):
-        block = averaged_block(data.values[i], int(data.headers["agg_count"][i]), FRAC)
+        block = mean_values(data.values[i], int(data.headers["agg_count"][i]), FRAC)
         assert np.abs(block - mean[i * V : (i + 1) * V]).max() <= resolution(FRAC)
 
 
@@ -242,7 +241,7 @@ def test_worker_gradient_through_sender_and_queue_is_within_resolution() -> None
     restored = np.zeros(ps.num_blocks * V, np.float32)
     for i in range(n):
         block = int(data.headers["block_id"][i])
-        restored[block * V : (block + 1) * V] = averaged_block(
+        restored[block * V : (block + 1) * V] = mean_values(
             data.values[i], int(data.headers["agg_count"][i]), FRAC)
     assert np.abs(restored[: len(flat)] - flat).max() <= resolution(FRAC) / 2
     assert not restored[len(flat) :].any()  # the last block's padding is zero

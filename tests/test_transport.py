@@ -16,6 +16,7 @@ from scapy.layers.l2 import Ether
 
 from dataplane.queue import OlafQueue, QueueConfig
 from worker_transport.codec import decode, encode
+from worker_transport.inet import mac_bytes
 from worker_transport.policy import AlwaysSend, OlafPolicy
 from worker_transport.protocol import OLAF_PORT, MsgType, Olaf, Outcome
 from worker_transport.receiver import DataBatch, ReceivedBlock, Receiver, pull_packet
@@ -26,8 +27,6 @@ from worker_transport.transport import (
     Packets,
     Transport,
     UdpTransport,
-    ipv4_checksums,
-    mac_bytes,
     parse_hostport,
     udp_payload,
 )
@@ -36,13 +35,6 @@ SRC_MAC, DST_MAC = "02:00:00:00:00:01", "02:00:00:00:00:02"
 
 
 # -- frames ---------------------------------------------------------------------------
-def test_ipv4_checksum_of_a_known_header() -> None:
-    # The classic example header (Wikipedia, "IPv4 header checksum"): checksum 0xB861.
-    header = bytes.fromhex("450000730000400040110000c0a80001c0a800c7")
-    rows = np.frombuffer(header * 3, np.uint8).reshape(3, 20)
-    assert ipv4_checksums(rows).tolist() == [0xB861] * 3
-
-
 def test_frames_agree_with_scapy() -> None:
     rng = np.random.default_rng(1)
     builder = FrameBuilder(src_mac=mac_bytes(SRC_MAC), dst_mac=mac_bytes(DST_MAC),

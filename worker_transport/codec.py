@@ -5,6 +5,11 @@ A decoded batch is a ``Batch``: one ``HEADER_DTYPE`` record per packet, an ``(n,
 int32 array of values (zero where a packet carries fewer), the datagram lengths,
 and, when validated, a ``Verdict`` per packet saying whether it is well formed and
 if not, why (DESIGN.md §2, "Invalid input").
+
+The learner's two ends of the format are here too, for the sender, the receiver and
+the in-process path alike: a gradient as UPDATE blocks (``update_batch``,
+``stamp_update``, ``gradient_updates``) and a DATA block's values as the mean of the
+gradients summed into it (``mean_values``).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from operator import itemgetter
 
 import numpy as np
 
+from worker_transport.fixedpoint import split_blocks, to_fixed
 from worker_transport.protocol import (
     HEADER_DTYPE,
     HEADER_FIELDS,
@@ -174,6 +180,78 @@ def decode_rows(rows: np.ndarray, lengths: np.ndarray, values: int) -> Batch:
     else:
         body = np.zeros((n, values), np.int32)
     return Batch(headers, body, lengths)
+
+
+def update_batch(blocks: int, *, values: int, frac_bits: int, cluster_id: int, worker_id: int) -> Batch:
+    """``blocks`` UPDATEs of one worker with the fields every update of it shares.
+
+    Block ``i`` has block_id ``i``, agg_count 1 and the worker's contributors bit;
+    seq, model_version, reward, gen_time_us (``stamp_update``) and the values are 0.
+    """
+    batch = Batch.zeros(blocks, values)
+    h = batch.headers
+    h["version"] = VERSION
+    h["msg_type"] = MsgType.UPDATE
+    h["cluster_id"] = cluster_id
+    h["worker_id"] = worker_id
+    h["block_id"] = np.arange(blocks)
+    h["agg_count"] = 1
+    h["num_values"] = values
+    h["frac_bits"] = frac_bits
+    h["contributors"] = 1 << (worker_id % 32)
+    return batch
+
+
+def stamp_update(
+    headers: np.ndarray, *, seq: int, model_version: int, reward: float, gen_time_us: int, frac_bits: int
+) -> None:
+    """Write the fields of one update into all its blocks' headers, in place.
+
+    ``headers`` are ``HEADER_DTYPE`` or ``WIRE_DTYPE`` records (the field names are the
+    same). The counters wrap to their 32 bits; ``reward`` becomes fixed point.
+    """
+    headers["seq"] = seq & 0xFFFFFFFF
+    headers["model_version"] = model_version & 0xFFFFFFFF
+    headers["reward"] = int(to_fixed(np.array([reward]), frac_bits)[0])
+    headers["gen_time_us"] = gen_time_us & 0xFFFFFFFF
+
+
+def gradient_updates(
+    flat: np.ndarray,
+    *,
+    values: int,
+    frac_bits: int,
+    cluster_id: int,
+    worker_id: int,
+    seq: int,
+    model_version: int,
+    reward: float,
+    gen_time_us: int,
+) -> Batch:
+    """A flat gradient as one UPDATE per block of ``values`` values, the last zero-padded."""
+    blocks = split_blocks(to_fixed(np.asarray(flat, np.float32), frac_bits), values)
+    batch = update_batch(len(blocks), values=values, frac_bits=frac_bits, cluster_id=cluster_id,
+                         worker_id=worker_id)
+    stamp_update(batch.headers, seq=seq, model_version=model_version, reward=reward,
+                 gen_time_us=gen_time_us, frac_bits=frac_bits)
+    batch.values[:] = blocks
+    return batch
+
+
+def mean_values(values: np.ndarray, agg_count: np.ndarray | int, frac_bits: int) -> np.ndarray:
+    """DATA values as float32 means: the fixed-point sums over the ``agg_count`` summed in.
+
+    ``values`` is one block ``(V,)`` or rows ``(n, V)`` with an ``agg_count`` each. An
+    ``agg_count`` below 1 (malformed; the switch never sends it) counts as 1, so one bad
+    packet cannot make a read divide by zero.
+    """
+    # One float32 division by agg_count * 2**frac_bits, which is exact in float32
+    # (agg_count has 16 bits), rounds once: the same float as converting from fixed point
+    # and then dividing, with no float64 temporaries of the (n, V) values.
+    divisor = np.ldexp(np.maximum(np.asarray(agg_count), 1).astype(np.float32), frac_bits)
+    out = np.asarray(values).astype(np.float32)
+    out /= divisor[..., None]
+    return out
 
 
 def classify(

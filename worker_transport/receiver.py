@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from worker_transport.aom import DEFAULT_SAMPLE_INTERVAL_US, AoMTracker, wall_clock_us
-from worker_transport.codec import Batch, decode, encode_array
+from worker_transport.codec import Batch, decode, encode_array, mean_values
 from worker_transport.protocol import (
     DEFAULT_FRAC_BITS,
     FLAG_CONGESTED,
@@ -310,11 +310,7 @@ class Receiver:
             everything = n_good == len(h)
             heads = h if everything else h[good]
             raw = batch.values if everything else batch.values[good]
-            # float32 throughout: the result is float32 anyway, and float64 temporaries
-            # of a (n, V) read cost more than the decode.
-            factor = (self._scale / np.maximum(heads["agg_count"], 1)).astype(np.float32)
-            averaged = raw.astype(np.float32)
-            averaged *= factor[:, None]
+            averaged = mean_values(raw, heads["agg_count"], self.frac_bits)
             rewards = heads["reward"].astype(np.float64) * self._scale
             data = DataBatch(heads, averaged, rewards, now)
             self.aom.record_batch(now, heads["contributors"], heads["gen_time_us"])

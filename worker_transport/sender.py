@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from worker_transport.aom import wall_clock_us, wrap_us
-from worker_transport.codec import Batch, encode_array, packet_dtype
+from worker_transport.aom import wall_clock_us
+from worker_transport.codec import encode_array, packet_dtype, stamp_update, update_batch
 from worker_transport.fixedpoint import num_blocks, split_blocks, to_fixed
 from worker_transport.policy import Feedback, OlafPolicy, SendPolicy
 from worker_transport.protocol import (
@@ -121,7 +121,6 @@ class Sender:
         self.block_rng = np.random.default_rng(seed) if shuffle_blocks else None
         self.clock = clock
         self.ack_timeout_us = int(ack_timeout * 1e6)
-        self.contributors = 1 << (worker_id % 32)
         self.feedback: Feedback | None = None
         self.ack_log: list[AckRecord] | None = [] if record_acks else None
         self._lock = threading.Lock()
@@ -180,13 +179,9 @@ class Sender:
             return False
         # Converted only once the update is going out: a skipped one costs no more.
         blocks = split_blocks(to_fixed(flat, self.frac_bits), self.values)
-        reward_fixed = int(to_fixed(np.array([reward]), self.frac_bits)[0])
         packets = self._packets(n)
-        h = packets["h"]
-        h["seq"] = self._seq
-        h["model_version"] = model_version & 0xFFFFFFFF
-        h["reward"] = reward_fixed
-        h["gen_time_us"] = wrap_us(now)
+        stamp_update(packets["h"], seq=self._seq, model_version=model_version, reward=reward,
+                     gen_time_us=now, frac_bits=self.frac_bits)
         packets["v"] = blocks
         rows = packets.view(np.uint8).reshape(n, -1)
         if self.block_rng is not None:
@@ -209,17 +204,8 @@ class Sender:
         gen_time_us and the values. Reused (``send`` copies into the kernel), and kept
         for the last size only, since a learner's gradient size does not change."""
         if self._wire is None or len(self._wire) != n:
-            batch = Batch.zeros(n, self.values)
-            h = batch.headers
-            h["version"] = VERSION
-            h["msg_type"] = MsgType.UPDATE
-            h["cluster_id"] = self.cluster_id
-            h["worker_id"] = self.worker_id
-            h["block_id"] = np.arange(n)
-            h["agg_count"] = 1
-            h["num_values"] = self.values
-            h["frac_bits"] = self.frac_bits
-            h["contributors"] = self.contributors
+            batch = update_batch(n, values=self.values, frac_bits=self.frac_bits,
+                                 cluster_id=self.cluster_id, worker_id=self.worker_id)
             self._wire = encode_array(batch).view(packet_dtype(self.values)).reshape(n)
         return self._wire
 

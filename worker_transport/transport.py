@@ -36,6 +36,7 @@ from types import TracebackType
 
 import numpy as np
 
+from worker_transport.inet import ipv4_checksums, mac_bytes
 from worker_transport.protocol import OLAF_PORT
 
 Packets = np.ndarray | Sequence[bytes | bytearray | memoryview]
@@ -270,20 +271,6 @@ class UdpTransport(Transport):
         return f"UdpTransport(remote={self.remote!r})"
 
 
-def mac_bytes(mac: str | bytes) -> bytes:
-    if isinstance(mac, bytes):
-        if len(mac) != 6:
-            raise ValueError("a MAC address has 6 bytes")
-        return mac
-    parts = mac.replace("-", ":").split(":")
-    if len(parts) != 6:
-        raise ValueError(f"bad MAC address {mac!r}")
-    try:
-        return bytes(int(p, 16) for p in parts)
-    except ValueError:
-        raise ValueError(f"bad MAC address {mac!r}") from None
-
-
 def interface_mac(interface: str) -> bytes:
     """The interface's own MAC, from sysfs."""
     path = Path("/sys/class/net") / interface / "address"
@@ -291,18 +278,6 @@ def interface_mac(interface: str) -> bytes:
         return mac_bytes(path.read_text().strip())
     except FileNotFoundError:
         raise ValueError(f"no network interface {interface!r}") from None
-
-
-def ipv4_checksums(headers: np.ndarray) -> np.ndarray:
-    """RFC 1071 checksum of each row of an ``(n, 20)`` uint8 array of IPv4 headers.
-
-    The checksum field itself must be zero in the input.
-    """
-    words = headers.view(">u2").astype(np.uint32)
-    total = words.sum(axis=1, dtype=np.uint32)
-    total = (total & 0xFFFF) + (total >> 16)
-    total = (total & 0xFFFF) + (total >> 16)
-    return (~total & 0xFFFF).astype(np.uint16)
 
 
 class FrameBuilder:

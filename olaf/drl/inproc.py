@@ -21,10 +21,9 @@ from dataplane.queue import OlafQueue, QueueConfig
 from olaf.algorithm import Algorithm, Worker, flat_parameters, initial_model
 from olaf.drl.config import A2CConfig
 from olaf.drl.controller import RecentRewards, threshold_raw
-from olaf.drl.packaging import averaged_block, gradient_updates
 from olaf.drl.server import ParameterServer
 from olaf.drl.worker import A2C
-from worker_transport.codec import Batch, decode, encode
+from worker_transport.codec import Batch, decode, encode, gradient_updates, mean_values
 from worker_transport.protocol import VERSION, Mode, MsgType, Outcome
 
 
@@ -99,8 +98,7 @@ def train_in_process(
             data, _, _ = queue.process(decode(encode(_pulls(pulls_per_turn, values)), values))
             for i in np.flatnonzero(data.headers["msg_type"] == MsgType.DATA).tolist():
                 h = data.headers[i]
-                ps.apply_block(int(h["block_id"]),
-                               averaged_block(data.values[i], int(h["agg_count"]), frac_bits))
+                ps.apply_block(int(h["block_id"]), mean_values(data.values[i], h["agg_count"], frac_bits))
                 rewards.extend([int(h["reward"]) / 2**frac_bits])
             controller.feed(rewards.snapshot())
             controller.step()
