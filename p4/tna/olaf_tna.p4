@@ -5,10 +5,11 @@
 #include <tna.p4>
 
 #include "../include/constants.p4"
+#include "constants.p4"
 #include "headers.p4"
 #include "parser.p4"
 #include "values.p4"
-#include "queue.p4"
+#include "ingress.p4"
 #include "egress.p4"
 
 Pipeline(OlafIngressParser(),
