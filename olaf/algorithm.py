@@ -25,7 +25,7 @@ them). Workers never step an optimiser.
 A user's own algorithm is a subclass of ``Algorithm`` in any importable module:
 ``olaf run --algo mypkg.mymodule:MyAlgorithm`` (docs/algorithm.md,
 docs/examples/reinforce.py). The built-in learners are written against this interface
-and nothing else: IMPACT (olaf.drl.impact.Impact) and A2C (olaf.drl.worker.A2C).
+and nothing else: IMPACT (olaf.drl.impact.Impact) and A2C (olaf.drl.a2c.A2C).
 """
 
 from __future__ import annotations
@@ -306,6 +306,16 @@ class Rollout:
     """(T, N), filled in by a loss that computes advantages (the boosting detector reads them)."""
 
 
+def discrete_sample(batch: Rollout) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(observations, actions, advantages) flattened over time and environments, for the
+    boosting detector, whose policy loss is categorical: None for Box actions."""
+    if batch.advantages is None or batch.actions.ndim != 2:
+        return None
+    steps = batch.actions.size
+    return (batch.obs.reshape(steps, -1), batch.actions.reshape(-1),
+            batch.advantages.reshape(-1).astype(np.float32))
+
+
 class VectorActor:
     """An experience source for any gymnasium environment with flat observations:
     ``envs`` environments (gymnasium.vector, same-step autoreset) act ``steps`` times
@@ -390,5 +400,5 @@ def parameters_of(*modules: nn.Module | nn.Parameter | None) -> list[nn.Paramete
 
 __all__ = ["Algorithm", "AlgorithmConfig", "ClipGroup", "Episode", "Experience",
            "ExperienceSource", "Gradient", "Rollout", "VectorActor", "Worker",
-           "env_spaces", "flat_gradient", "flat_parameters", "initial_model",
+           "discrete_sample", "env_spaces", "flat_gradient", "flat_parameters", "initial_model",
            "load_flat_parameters", "parameters_of"]

@@ -25,7 +25,7 @@ if [ ${#apt_packages[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq --no-install-recommends "${apt_packages[@]}" >/dev/null
 fi
 
-# The P4 toolchains (p4c, bmv2, p4c-barefoot) are not in any registry: they come as
+# The P4 toolchains (p4c, bmv2 in its logging and its fast -O3 build, p4c-barefoot) are not in any registry: they come as
 # archives in ../shared/p4tools/ beside the checkout. Unpack them into the ignored
 # .p4tools/ after checking their hashes; without them the P4 tests skip with the reason.
 p4tools_src=../shared/p4tools
@@ -35,7 +35,7 @@ if [ -f "$p4tools_src/SHA256SUMS" ]; then
         echo "setup: checking and unpacking the P4 toolchains from $p4tools_src"
         (cd "$p4tools_src" && sha256sum --quiet -c SHA256SUMS)
         rm -rf .p4tools && mkdir -p .p4tools
-        for archive in p4tools-bundle.tar.xz bf-p4c-bundle.tar.xz; do
+        for archive in p4tools-bundle.tar.xz bf-p4c-bundle.tar.xz bmv2-fast-bundle.tar.xz; do
             [ -f "$p4tools_src/$archive" ] && tar xJf "$p4tools_src/$archive" -C .p4tools
         done
         touch "$stamp_p4"

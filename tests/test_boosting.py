@@ -24,6 +24,7 @@ from olaf.drl.boosting import (
     lanczos_ritz_values,
     policy_loss,
 )
+from tests.batches import data_batch
 
 
 def _batch(n: int, obs_dim: int, n_actions: int, seed: int = 0) -> Trajectories:
@@ -212,7 +213,7 @@ def test_decay_scaling_follows_d_k_alone() -> None:
     policies.start(0.0)
     seen = []
     for it in range(8):  # one full-model update (2 blocks) per step
-        policies.apply([0, 1], np.zeros((2, v), np.float32), [1, 1], [0, 0], 0)
+        policies.apply(data_batch([0, 1], np.zeros((2, v), np.float32), [1, 1], [0, 0]), 0)
         policies.tick(now=float(it + 1))
         seen.append(sum(flags))
     # k = iterations // 2: 8 * 0.5**k, floored at I_min = 2.
@@ -326,7 +327,7 @@ def test_run_policies_apply_and_scale_without_processes() -> None:
     policies = RunPolicies(cfg, ps, flags)
     policies.start(100.0)
     g = np.full((2, v), 0.1, np.float32)
-    policies.apply([0, 1], g, [1, 2], [0, 0], 0)  # round 0: both applied at once
+    policies.apply(data_batch([0, 1], g, [1, 2], [0, 0]), 0)  # round 0: both applied at once
     assert ps.blocks_applied == 2
     assert policies.record_curvature(1.0, -1.0, 0.01, 101.0) == 4  # first round: no spread
     assert policies.record_curvature(3.0, -1.0, 0.01, 102.0) == 1  # the window's highest R
@@ -343,7 +344,7 @@ def test_run_policies_apply_and_scale_without_processes() -> None:
     plain = RunPolicies(RunConfig(workers=2, values=v), ParameterServer(
         np.zeros(2 * v, np.float32), A2CConfig(), v))
     plain.start(0.0)
-    plain.apply([1, 1, 0], np.ones((3, v), np.float32), [1, 1, 1], [0, 0, 0], 5)
+    plain.apply(data_batch([1, 1, 0], np.ones((3, v), np.float32), [1, 1, 1], [0, 0, 0]), 5)
     assert plain.ps.blocks_applied == 3
     plain.finish(3.0)
     assert plain.stats([])["worker_seconds"] == 6.0
@@ -356,7 +357,7 @@ def test_run_policies_apply_and_scale_without_processes() -> None:
 @pytest.mark.timeout(180)
 def test_boost_scaling_really_changes_the_active_workers_in_a_short_run() -> None:
     from olaf.drl.config import RunConfig
-    from olaf.drl.runner import run_experiment
+    from olaf.drl.local import run_experiment
 
     # d = 0.5 per PS training iteration drives S_k below 1/8 after 3 of them, so I_k
     # settles at I_min = 1 early (no restarts, so it stays there).

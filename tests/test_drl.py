@@ -7,12 +7,12 @@ import pytest
 import torch
 
 from dataplane.queue import OlafQueue, QueueConfig
+from olaf.drl.a2c import RolloutWorker, gae
 from olaf.drl.config import A2CConfig, RunConfig
 from olaf.drl.inproc import _pulls, train_in_process
 from olaf.drl.model import ActorCritic, build_model
 from olaf.drl.server import ParameterServer
 from olaf.drl.weights import WeightBoard
-from olaf.drl.worker import RolloutWorker, gae
 from worker_transport.codec import decode, encode, gradient_updates, mean_values
 from worker_transport.fixedpoint import join_blocks, resolution
 from worker_transport.protocol import Mode, MsgType, Outcome
@@ -248,7 +248,7 @@ def test_worker_gradient_through_sender_and_queue_is_within_resolution() -> None
 
 
 def test_rolling_returns_order_episodes_by_end_time_not_arrival() -> None:
-    from olaf.drl.runner import rolling_returns
+    from olaf.drl.results import rolling_returns
 
     # (end time s, env steps, worker, return, length): process B's batch of old, short
     # episodes arrives after process A's recent long ones.

@@ -13,6 +13,7 @@ import torch
 
 from olaf.drl.config import ImpactConfig
 from olaf.drl.impact import ImpactWorker, clip_grad_norms, clipped_surrogate, vtrace
+from olaf.drl.learners import algo_config
 from olaf.drl.model import ActorCritic
 from tests.inproc_training import train_round_robin
 
@@ -151,7 +152,7 @@ def test_set_reaches_every_hyperparameter_and_refuses_bad_ones() -> None:
                               "--set", "algo.adam_betas=0.8,0.99", "--envs-per-worker", "2",
                               "--lr", "0.002"])
     cfg = config_from_args(args, mode="olaf", seed=0, target=None)
-    assert cfg.algo == "impact" and cfg.algo_config is cfg.impact
+    assert cfg.algo == "impact" and algo_config(cfg) is cfg.impact
     assert (cfg.impact.clip, cfg.impact.normalize_advantages, cfg.impact.adam_betas) == (
         0.3, False, (0.8, 0.99))
     assert (cfg.impact.envs_per_worker, cfg.impact.learning_rate) == (2, 0.002)
@@ -161,7 +162,7 @@ def test_set_reaches_every_hyperparameter_and_refuses_bad_ones() -> None:
         assert f"`{f.name}`" in doc, f.name
     a2c = config_from_args(parser.parse_args(["--algo", "a2c", "--set", "algo.gae_lambda=0.9"]),
                            mode="olaf", seed=0, target=None)
-    assert a2c.algo_config is a2c.learner and a2c.learner.gae_lambda == 0.9
+    assert algo_config(a2c) is a2c.learner and a2c.learner.gae_lambda == 0.9
 
 
 @pytest.mark.parametrize(("flags", "message"), [

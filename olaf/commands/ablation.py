@@ -147,7 +147,7 @@ def write_plot(results: dict[str, list[Any]], path: Path, target: float | None) 
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from olaf.drl.runner import rolling_returns
+    from olaf.drl.results import rolling_returns
 
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.5))
     env = ""
@@ -196,8 +196,8 @@ def run(args: argparse.Namespace) -> int:
 
     from olaf.drl.cli_args import check_env, resolve_target, usage_error
     from olaf.drl.display import Progress
+    from olaf.drl.local import run_experiment
     from olaf.drl.report import write_json, write_metrics
-    from olaf.drl.runner import run_experiment
 
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     unknown = [v for v in variants if v not in VARIANTS]

@@ -104,8 +104,8 @@ def run(args: argparse.Namespace) -> int:
 
     from olaf.drl.cli_args import check_env, config_from_args, resolve_target, usage_error
     from olaf.drl.display import Progress, compare_table
+    from olaf.drl.local import run_experiment
     from olaf.drl.report import write_compare_plot, write_json, write_metrics, write_plots
-    from olaf.drl.runner import run_experiment
 
     if args.seeds < 1:
         usage_error("olaf compare: error: --seeds must be >= 1")

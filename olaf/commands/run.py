@@ -107,8 +107,9 @@ def run(args: argparse.Namespace) -> int:
 
     from olaf.drl.cli_args import check_env, config_from_args, resolve_target, usage_error
     from olaf.drl.display import Progress, summary_table
+    from olaf.drl.local import run_experiment
     from olaf.drl.report import write_metrics, write_plots
-    from olaf.drl.runner import RunFailed, run_experiment
+    from olaf.drl.results import RunFailed
 
     if args.checkpoint_every and not (args.checkpoint_dir or args.resume):
         usage_error("olaf run: error: --checkpoint-every needs --checkpoint-dir")

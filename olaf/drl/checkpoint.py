@@ -8,7 +8,7 @@ arbitrary objects are ever unpickled from it):
   (``ParameterServer.state``);
 * ``rng.torch``, ``rng.numpy``, ``rng.python``: the PS process's random generators (the
   worker processes do not carry theirs over: each process derives its seeds from the
-  run's seed, the worker id and its generation, see ``olaf.drl.runner.worker_seed``);
+  run's seed, the worker id and its generation, see ``olaf.drl.worker_turn.worker_seed``);
 * ``metrics.*``: the episodes, greedy evaluations, DATA log and AoM samples so far;
 * ``meta``: UTF-8 JSON with the format number, the run configuration (``RunConfig`` as a
   dict), model version, applied blocks, env steps, elapsed run time, the timeline rows,
@@ -24,18 +24,23 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import math
 import os
 import random
 import time
 import typing
 import zipfile
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from olaf.drl.config import RunConfig
+from olaf.drl.results import RunResult, Snapshot
+
+if typing.TYPE_CHECKING:
+    from olaf.drl.server import ParameterServer
 
 CHECKPOINT_NAME = "checkpoint.npz"
 FORMAT = 1
@@ -209,3 +214,53 @@ def load(location: str | Path) -> Checkpoint:
                       timeline=list(meta.get("timeline", [])), scalars=dict(meta.get("scalars", {})),
                       rng=rng, generation=int(meta.get("generation", 0)),
                       written_at=float(meta.get("written_at", 0.0)))
+
+
+def restore_metrics(result: RunResult, ckpt: Checkpoint) -> None:
+    """The checkpoint's learning curve and counters, so the resumed run continues them."""
+    m = ckpt.metrics
+
+    def rows(key: str, ints: tuple[int, ...]) -> list[tuple]:
+        return [tuple(int(v) if i in ints else float(v) for i, v in enumerate(r))
+                for r in np.asarray(m.get(key, np.zeros((0, 5)))).reshape(-1, 5).tolist()]
+
+    result.episodes = rows("episodes", (1, 2, 4))
+    result.evaluations = rows("evaluations", (1, 4))
+    result.data = rows("data", (1, 2, 3))
+    result.aom_t_ms = np.asarray(m.get("aom_t_ms", np.zeros(0)), np.float64)
+    result.aom_global_ms = np.asarray(m.get("aom_global_ms", np.zeros(0)), np.float64)
+    result.update_age_ms = np.asarray(m.get("update_age_ms", np.zeros(0)), np.float64)
+    result.timeline = [Snapshot(**row) for row in ckpt.timeline]
+    s = ckpt.scalars
+    result.time_to_target, result.steps_to_target = s.get("time_to_target"), s.get("steps_to_target")
+    result.return_at_target = float(s.get("return_at_target") or math.nan)
+    result.restarts = int(s.get("restarts", 0))
+    result.env_steps = ckpt.env_steps
+
+
+def save_run(cfg: RunConfig, result: RunResult, ps: ParameterServer, generation: int,
+                     receiver_series: Any, elapsed: float | None = None) -> None:
+    """Write the run's checkpoint now (``receiver_series``: the live AoM series, if the
+    receiver is still running; None when ``result`` already holds all of it)."""
+    aom_t, aom_g, ages = result.aom_t_ms, result.aom_global_ms, result.update_age_ms
+    if receiver_series is not None:
+        series, shift = receiver_series
+        aom_t = np.concatenate([aom_t, series.t_ms + shift])
+        aom_g = np.concatenate([aom_g, series.global_ms])
+        ages = np.concatenate([ages, series.ages_ms])
+    ckpt = Checkpoint(
+        config=cfg, ps=ps.state(), env_steps=result.env_steps,
+        elapsed=result.wall_time if elapsed is None else elapsed,
+        metrics={"episodes": np.asarray(result.episodes, np.float64).reshape(-1, 5),
+                 "evaluations": np.asarray(result.evaluations, np.float64).reshape(-1, 5),
+                 "data": np.asarray(result.data, np.float64).reshape(-1, 5),
+                 "aom_t_ms": aom_t, "aom_global_ms": aom_g, "update_age_ms": ages},
+        timeline=[asdict(s) for s in result.timeline],
+        scalars={"time_to_target": result.time_to_target,
+                 "steps_to_target": result.steps_to_target,
+                 "return_at_target": (result.return_at_target
+                                      if math.isfinite(result.return_at_target) else None),
+                 "restarts": result.restarts},
+        rng=capture_rng(), generation=generation)
+    save(cfg.checkpoint_dir, ckpt)
+    result.checkpoints += 1

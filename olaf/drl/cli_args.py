@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 from dataclasses import replace
 from typing import Any, NoReturn
 
 from olaf.drl.boosting import BoostConfig
 from olaf.drl.config import AGGREGATIONS, ALGOS, SCALINGS, A2CConfig, ImpactConfig, RunConfig
+from olaf.drl.settings import parse_set
 from olaf.drl.staleness import StalenessConfig
 
 TARGET_HELP = ("greedy-evaluation mean return that ends the run (default: the environment's "
@@ -143,41 +143,6 @@ def config_from_args(args: argparse.Namespace, *, mode: str, seed: int,
                          **policies_from_args(args))
     except ValueError as exc:
         usage_error(f"olaf: error: {exc}")
-
-
-def parse_set(items: list[str], config: Any) -> dict[str, Any]:
-    """``algo.NAME=VALUE`` items as keyword arguments of ``config``'s dataclass (ValueError
-    naming the item on an unknown name or a value of the wrong type)."""
-    fields = {f.name: f for f in dataclasses.fields(config)}
-    out: dict[str, Any] = {}
-    for item in items:
-        key, sep, text = item.partition("=")
-        name = key.strip().removeprefix("algo.")
-        if not sep or not key.strip().startswith("algo.") or not text.strip():
-            raise ValueError(f"--set {item!r}: expected algo.NAME=VALUE")
-        if name not in fields:
-            raise ValueError(f"--set {item!r}: {type(config).__name__} has no {name!r}; "
-                             f"known: {', '.join(fields)}")
-        current = getattr(config, name)
-        text = text.strip()
-        try:
-            if isinstance(current, bool):
-                if text.lower() not in ("true", "false", "1", "0"):
-                    raise ValueError
-                value: Any = text.lower() in ("true", "1")
-            elif isinstance(current, int):
-                value = int(text)
-            elif isinstance(current, float):
-                value = float(text)
-            elif isinstance(current, tuple):
-                value = tuple(float(v) for v in text.split(","))
-            else:
-                value = type(current)(text)
-        except ValueError:
-            raise ValueError(f"--set {item!r}: {text!r} is not a valid "
-                             f"{type(current).__name__}") from None
-        out[name] = value
-    return out
 
 
 def algo_configs(args: argparse.Namespace) -> tuple[ImpactConfig, A2CConfig]:

@@ -8,7 +8,6 @@ point here instead of repeating the numbers.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from olaf.drl.boosting import BoostConfig
 from olaf.drl.staleness import StalenessConfig
@@ -275,18 +274,6 @@ class RunConfig:
     def variant(self) -> str:
         """``olaf``, ``olaf-always`` (OLAF queue, workers always send) or ``fifo``."""
         return "olaf-always" if self.mode == "olaf" and self.always_send else self.mode
-
-    @property
-    def algo_config(self) -> Any:
-        """Hyperparameters of the selected learner (the PS reads its Adam settings here);
-        for ``MODULE:CLASS`` its ``Config`` with ``algo_set`` applied (imports the module)."""
-        if self.algo == "impact":
-            return self.impact
-        if self.algo == "a2c":
-            return self.learner
-        from olaf.drl.learners import algorithm_config
-
-        return algorithm_config(self.algo, self.algo_set)
 
     @property
     def worker_processes(self) -> int:

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from olaf.drl.runner import Snapshot
+from olaf.drl.results import Snapshot
 
 LINE_PERIOD = 5.0
 

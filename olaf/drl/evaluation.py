@@ -4,19 +4,18 @@ Training returns mix many policy versions and the exploration noise of sampling;
 question "is it solved?" is asked of the greedy policy of one model version (the most
 likely action, or a Gaussian policy's mean clipped to the action bounds), on separate
 environments with their own seeds. ``olaf run`` asks it every ``eval_every`` environment
-steps in one evaluator process (``evaluator_main``), niced like a worker so that it takes
-no more CPU than one worker does.
+steps of an ``Evaluator`` that each backend runs apart from the workers (the local
+backend: a process niced like a worker, so that it takes no more CPU than one worker).
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import queue as queue_mod
-import time
 from typing import Any
 
 import numpy as np
+
+from olaf.algorithm import initial_model, load_flat_parameters
+from olaf.drl.learners import make_algorithm
 
 EVAL_SEED_OFFSET = 1_000_003
 """Evaluation environments are seeded apart from every worker's (``seed * 1000 + w``)."""
@@ -82,36 +81,31 @@ def evaluate_greedy(policy: Any, env_id: str, episodes: int, seed: int) -> np.nd
             e.close()
 
 
-def evaluator_main(cfg: Any, board_name: str, num_params: int, requests: Any, events: Any,
-                   stop: Any, niceness: int) -> None:
-    """The evaluator process: for each ``(steps, elapsed)`` request, evaluate the newest
-    weights and report ``("eval", steps, elapsed, mean, std, version, wall s)``."""
-    import torch
+class Evaluator:
+    """Greedy evaluation of a run's weights, each evaluation on seeds of its own.
 
-    from olaf.algorithm import initial_model
-    from olaf.drl.learners import make_algorithm
-    from olaf.drl.weights import WeightBoard
+    Every backend's evaluator (a process, a Ray actor, the testbed's launcher) is one of
+    these: the n-th evaluation of a run plays the same episodes whoever runs it.
+    """
 
-    torch.set_num_threads(1)
-    with contextlib.suppress(OSError):
-        os.nice(niceness)
-    board = WeightBoard(num_params, name=board_name)
-    model = initial_model(make_algorithm(cfg), cfg.env_id, cfg.seed)
-    events.put(("ready", os.getpid()))
-    n = 0
-    try:
-        while not stop.is_set():
-            try:
-                steps, elapsed = requests.get(timeout=0.1)
-            except queue_mod.Empty:
-                continue
-            began = time.perf_counter()
-            weights, version = board.read()
-            model.load_flat_parameters(weights)
-            seed = EVAL_SEED_OFFSET + 10_007 * cfg.seed + n * cfg.eval_episodes
-            returns = evaluate_greedy(model, cfg.env_id, cfg.eval_episodes, seed)
-            n += 1
-            events.put(("eval", steps, elapsed, float(returns.mean()), float(returns.std()),
-                        version, time.perf_counter() - began))
-    finally:
-        board.close()
+    def __init__(self, cfg: Any) -> None:
+        self.cfg = cfg
+        self.model = initial_model(make_algorithm(cfg), cfg.env_id, cfg.seed)
+        self.count = 0
+
+    def evaluate(self, weights: np.ndarray) -> tuple[float, float]:
+        """(mean, std) of the greedy returns of ``weights`` on the next evaluation's seeds."""
+        cfg = self.cfg
+        load_flat_parameters(self.model, weights)
+        seed = EVAL_SEED_OFFSET + 10_007 * cfg.seed + self.count * cfg.eval_episodes
+        self.count += 1
+        returns = evaluate_greedy(self.model, cfg.env_id, cfg.eval_episodes, seed)
+        return float(returns.mean()), float(returns.std())
+
+    def final(self, weights: np.ndarray) -> float:
+        """Mean greedy return of the weights a run ended with, on seeds apart from the
+        evaluations during the run."""
+        cfg = self.cfg
+        load_flat_parameters(self.model, weights)
+        return float(evaluate_greedy(self.model, cfg.env_id, cfg.eval_episodes,
+                                     EVAL_SEED_OFFSET - 1 - cfg.seed).mean())

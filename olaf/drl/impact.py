@@ -44,7 +44,15 @@ import numpy as np
 import torch
 from torch import nn
 
-from olaf.algorithm import Algorithm, ClipGroup, Rollout, VectorActor, Worker, parameters_of
+from olaf.algorithm import (
+    Algorithm,
+    ClipGroup,
+    Rollout,
+    VectorActor,
+    Worker,
+    discrete_sample,
+    parameters_of,
+)
 from olaf.drl.config import ImpactConfig
 from olaf.drl.model import ActorCritic
 
@@ -179,16 +187,6 @@ class Impact(Algorithm):
 
     def curvature_sample(self, batch: Rollout) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         return discrete_sample(batch)
-
-
-def discrete_sample(batch: Rollout) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """(observations, actions, advantages) flattened over time and environments, for the
-    boosting detector, whose policy loss is categorical: None for Box actions."""
-    if batch.advantages is None or batch.actions.ndim != 2:
-        return None
-    steps = batch.actions.size
-    return (batch.obs.reshape(steps, -1), batch.actions.reshape(-1),
-            batch.advantages.reshape(-1).astype(np.float32))
 
 
 class ImpactWorker(Worker):

@@ -3,14 +3,16 @@ user's own ``olaf.algorithm.Algorithm`` subclass named ``MODULE:CLASS``."""
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import os
 import sys
 from typing import Any
 
 from olaf.algorithm import Algorithm, Worker
+from olaf.drl.a2c import A2C
 from olaf.drl.config import ALGOS, RunConfig
+from olaf.drl.impact import Impact
+from olaf.drl.settings import with_settings
 
 
 def load_algorithm(spec: str) -> type[Algorithm]:
@@ -35,25 +37,28 @@ def load_algorithm(spec: str) -> type[Algorithm]:
 
 def algorithm_config(spec: str, settings: tuple[str, ...] = ()) -> Any:
     """A user algorithm's ``Config`` with ``algo.NAME=VALUE`` settings applied."""
-    from olaf.drl.cli_args import parse_set
+    return with_settings(load_algorithm(spec).Config(), settings)
 
-    config = load_algorithm(spec).Config()
-    return dataclasses.replace(config, **parse_set(list(settings), config)) if settings else config
+
+def algo_config(cfg: RunConfig) -> Any:
+    """Hyperparameters of the run's learner (the PS reads its optimizer settings here); for
+    ``MODULE:CLASS`` its ``Config`` with ``algo_set`` applied (imports the module)."""
+    if cfg.algo == "impact":
+        return cfg.impact
+    if cfg.algo == "a2c":
+        return cfg.learner
+    return algorithm_config(cfg.algo, cfg.algo_set)
 
 
 def make_algorithm(cfg: RunConfig) -> Algorithm:
     """The run's algorithm with its hyperparameters from ``cfg``."""
     if cfg.algo == "impact":
-        from olaf.drl.impact import Impact
-
         return Impact(cfg.impact)
     if cfg.algo == "a2c":
-        from olaf.drl.worker import A2C
-
         # Staleness-aware aggregation pairs with the truncated importance-weighted loss.
         rho = cfg.staleness.rho if cfg.aggregation == "staleness-aware" else None
         return A2C(cfg.learner, rho)
-    return load_algorithm(cfg.algo)(cfg.algo_config)
+    return load_algorithm(cfg.algo)(algo_config(cfg))
 
 
 def make_worker(cfg: RunConfig, worker_id: int, seed: int) -> Worker:

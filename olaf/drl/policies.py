@@ -23,21 +23,23 @@ import math
 import time
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from olaf.drl.boosting import BoostScheduler, WorkerSeconds, active_workers
 from olaf.drl.config import RunConfig
+from olaf.drl.server import ParameterServer
 from olaf.drl.staleness import StalenessAwareAggregator, distribution
+
+if TYPE_CHECKING:
+    from worker_transport.receiver import DataBatch
 
 
 class RunPolicies:
     """Aggregation and worker scaling of one run; see the module doc."""
 
-    def __init__(self, cfg: RunConfig, ps: Any, active: Any | None = None) -> None:
-        """``ps`` is the ParameterServer, ``active`` a shared byte array of ``cfg.workers``
-        flags (1 = active), needed for boost scaling."""
+    def __init__(self, cfg: RunConfig, ps: ParameterServer, active: Any | None = None) -> None:
+        """``active``: a shared byte array of ``cfg.workers`` flags (1 = active), needed
+        for boost and decay scaling."""
         self.cfg = cfg
         self.ps = ps
         self.active = active
@@ -49,6 +51,9 @@ class RunPolicies:
         self.decay_k = 0
         self.meter: WorkerSeconds | None = None
         self._end: float | None = None
+        self.foreign_blocks = 0
+        """DATA blocks with a block_id this model does not have (another run's, or a
+        misconfigured switch): counted and skipped, so they never stop the PS."""
 
     def start(self, now: float) -> None:
         """Training starts: every worker is active, worker-seconds count from here."""
@@ -61,16 +66,18 @@ class RunPolicies:
         self._set_active(self.cfg.workers)
 
     # -- the PS apply path (receiver thread) -----------------------------------------
-    def apply(self, block_ids: Sequence[int], values: np.ndarray, agg_counts: Sequence[int],
-              model_versions: Sequence[int], current_version: int) -> None:
+    def apply(self, batch: DataBatch, current_version: int) -> None:
         """Apply one read's DATA blocks, directly or through the aggregator."""
-        if self.aggregator is None:
-            for i, block_id in enumerate(block_ids):
-                self.ps.apply_block(block_id, values[i])
-            return
-        for i, (b, a, m) in enumerate(zip(block_ids, agg_counts, model_versions, strict=True)):
-            for release in self.aggregator.offer(b, values[i], a, m, current_version):
-                self.ps.apply_block(release.block_id, release.gradient, release.lr_scale)
+        h, values = batch.headers, batch.values
+        for i, (b, a, m) in enumerate(zip(h["block_id"].tolist(), h["agg_count"].tolist(),
+                                          h["model_version"].tolist(), strict=True)):
+            if b >= self.ps.num_blocks:
+                self.foreign_blocks += 1
+            elif self.aggregator is None:
+                self.ps.apply_block(b, values[i])
+            else:
+                for release in self.aggregator.offer(b, values[i], a, m, current_version):
+                    self.ps.apply_block(release.block_id, release.gradient, release.lr_scale)
 
     # -- the main loop ------------------------------------------------------------------
     def tick(self, now: float | None = None) -> None:
@@ -117,6 +124,7 @@ class RunPolicies:
         out: dict[str, Any] = {
             "aggregation": self.cfg.aggregation,
             "scaling": self.cfg.scaling,
+            "foreign_blocks": self.foreign_blocks,
             "staleness_p50": arrival["p50"],
             "staleness_p90": arrival["p90"],
             "staleness_p99": arrival["p99"],

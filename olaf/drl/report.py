@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from olaf.drl.runner import RunResult, result_json, rolling_returns, worker_tx
+from olaf.drl.results import RunResult, result_json, rolling_returns, worker_tx
 from worker_transport.protocol import Outcome
 
 LEARNER_COLUMNS = ("policy_loss", "value_loss", "entropy", "actor_grad_norm", "critic_grad_norm",

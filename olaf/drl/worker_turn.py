@@ -1,6 +1,6 @@
 """A logical worker's turn inside a worker process, the same in both backends.
 
-The local backend's worker processes (``olaf.drl.runner``) and the Ray backend's
+The local backend's worker processes (``olaf.drl.children``) and the Ray backend's
 ``WorkerHost`` (``olaf.drl.ray_backend``) host several logical workers each and run them
 round-robin: every worker has its own ``Sender`` and socket toward the switch, takes the
 newest weights its process has, rolls out, and sends the gradient as UPDATEs. What the
@@ -22,8 +22,21 @@ from worker_transport.policy import AlwaysSend, OlafPolicy
 from worker_transport.sender import Sender
 from worker_transport.transport import UdpTransport
 
+GENERATION_STRIDE = 1 << 20
+"""Seed distance between generations of worker processes (``worker_seed``)."""
+
 NewestWeights = Callable[[int], tuple[np.ndarray, int] | None]
 """The newest weights the process holds if newer than the given version, else None."""
+
+
+def worker_seed(seed: int, worker_id: int, generation: int) -> int:
+    """Seed of logical worker ``worker_id`` in a worker process of ``generation``.
+
+    Generation 0 is the first start of a run (the seeds of a run without restarts); a
+    restarted process and every process of a resumed run get a new generation, so they
+    do not replay the episodes their predecessors already played.
+    """
+    return seed * 1000 + worker_id + GENERATION_STRIDE * generation
 
 
 def build_worker(cfg: RunConfig, worker_id: int, seed: int, switch_address: tuple[str, int],

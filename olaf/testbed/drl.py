@@ -1,12 +1,17 @@
-"""The main job's DRL run across a ``Testbed``'s hosts (``olaf testbed run --experiment drl``).
+"""The Mininet-hosts backend of the one training loop (``olaf testbed run --experiment drl``).
 
 ``run_drl`` starts ``olaf.testbed.hosts`` on the PS host and on every worker host (and
 ``bmv2_topologies.relay`` on relay hosts), waits until every worker holds the PS's
-first weights, starts them together, feeds the PS's reward reports to the control
-plane's ``ThresholdLoop`` (which sets every switch's threshold over P4Runtime), samples
-the switches' counters, and stops at the duration or the target return. The result is an
-``olaf.drl.runner.RunResult``, so ``olaf.drl.report`` writes the same CSV/JSON files and
-plots as ``olaf run``.
+first weights, starts them together and drives them with ``olaf.drl.core.TrainingLoop``,
+as ``olaf run`` drives its local processes: the same evaluation schedule (greedy, by this
+launcher's ``Evaluator`` on the weights the PS writes), the same stop rule and the same
+``RunResult``, so ``olaf.drl.report`` writes the same CSV/JSON files and plots.
+
+What is the testbed's own: the hosts report through their stdout lines
+(``MininetHosts.poll``); the PS's reward reports feed the control plane's
+``ThresholdLoop`` on a thread of its own (it sets every switch's threshold over
+P4Runtime, which can take a second on a loaded machine); the switches' counters are read
+on another thread for the same reason.
 """
 
 from __future__ import annotations
@@ -14,12 +19,12 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from bmv2_topologies.experiment import (
     LineReader,
@@ -28,10 +33,14 @@ from bmv2_topologies.experiment import (
     start_relays,
 )
 from bmv2_topologies.testbed import Testbed, TestbedError
-from olaf.testbed.hosts import config_json
+from control_plane.threshold import ThresholdLoop
+from olaf.drl.config import RunConfig
+from olaf.drl.core import Status, TrainingLoop, finish_returns, real_clock
+from olaf.drl.evaluation import Evaluator
+from olaf.drl.results import RunResult, Snapshot
+from olaf.testbed.hosts import config_json, read_weights
 from worker_transport.protocol import OLAF_PORT
 
-SAMPLE_PERIOD = 0.5
 PS_STOP_GRACE = 20.0
 """Seconds the PS gets to stop its receiver and write its metrics after SIGTERM."""
 PROCESS_STOP_GRACE = 20.0
@@ -39,14 +48,147 @@ PROCESS_STOP_GRACE = 20.0
 COUNTER_PERIOD = 2.0
 """Seconds between counter reads over P4Runtime, on a thread of their own: on a loaded
 machine a session can take a second, which must not stall the sampling loop."""
+WORKER_PREFIX = "drl-worker"
 
 
-def run_drl(testbed: Testbed, cfg: Any, *, progress: Callable[[Any], None] | None = None,
-            ready_timeout: float = 180.0) -> Any:
+class MininetHosts:
+    """The testbed as a ``Backend``: processes on Mininet hosts, heard through their logs."""
+
+    def __init__(self, testbed: Testbed, cfg: RunConfig, ps: Any, workers: list[Any],
+                 relays: list[Any], weights: Path, threshold: ThresholdLoop) -> None:
+        self.testbed, self.cfg, self.ps, self.workers, self.relays = testbed, cfg, ps, workers, relays
+        self.weights, self.threshold = weights, threshold
+        self.readers = {p.name: LineReader(p) for p in [ps, *workers]}
+        self.steps: dict[str, int] = {}
+        self.ps_state = {"version": 0, "applied": 0, "aom": math.nan}
+        self.evaluator = Evaluator(cfg)
+        self._eval_thread: threading.Thread | None = None
+        self._eval_answer: tuple[int, float, float, float, int] | None = None
+        self._eval_error: BaseException | None = None
+        topo = testbed.topology
+        self.first_hop = sorted({topo.switch_of(h.name)[0] for h in topo.workers})
+        self.outcomes: dict[str, int] = {}
+        self.occupied = 0
+        self.counter_errors: list[str] = []
+        self._sampler_stop = threading.Event()
+        self._sampler = threading.Thread(target=self._sample_counters,
+                                         name="olaf-testbed-counters", daemon=True)
+        self.t0 = time.time()
+
+    def start(self) -> None:
+        self._sampler.start()
+
+    def _sample_counters(self) -> None:
+        while True:
+            try:
+                counters = self.testbed.control.counters()
+                self.outcomes = sum_outcomes(counters, self.first_hop)
+                self.occupied = sum((counters[s].get("queue") or {}).get("occupied", 0)
+                                    for s in self.first_hop)
+            except (ConnectionError, RuntimeError) as e:  # one missed sample; keep going
+                self.counter_errors.append(str(e))
+            if self._sampler_stop.wait(COUNTER_PERIOD):
+                return
+
+    # -- Backend ------------------------------------------------------------------------
+    def now(self) -> float:
+        return real_clock()
+
+    def poll(self, loop: TrainingLoop) -> None:
+        for name, reader in self.readers.items():
+            for line in reader.lines():
+                self._absorb(loop, name, line)
+        if self._eval_thread is not None and not self._eval_thread.is_alive():
+            self._eval_thread = None
+            if self._eval_error is not None:
+                raise RuntimeError("the launcher's evaluation failed") from self._eval_error
+            loop.evaluation(*self._eval_answer)
+
+    def _absorb(self, loop: TrainingLoop, name: str, line: str) -> None:
+        kind, _, rest = line.partition(" ")
+        f = rest.split()
+        if kind == "episode" and len(f) == 3:
+            loop.progress(name, 0, [(float(f[0]), int(name[len(WORKER_PREFIX):]), float(f[1]),
+                                     int(f[2]))])
+        elif kind == "progress" and name == "drl-ps" and len(f) == 3:
+            self.ps_state.update(version=int(f[0]), applied=int(f[1]), aom=float(f[2]))
+        elif kind == "progress" and len(f) == 5:
+            # Workers report running totals; the loop counts new steps.
+            total = int(f[0])
+            loop.progress(name, total - self.steps.get(name, 0), [],
+                          {"sent": float(f[1]), "skipped": float(f[2]), "probes": float(f[3]),
+                           "p_s_sum": float(f[4])})
+            self.steps[name] = total
+        elif kind == "rewards" and f:
+            self.threshold.report(float(f[0]))
+        elif kind == "start" and f:
+            # The PS's receiver started: the run's clock counts from here.
+            self.t0 = loop.t0 = float(f[0])
+
+    def publish(self) -> None:
+        """The PS broadcasts MODEL itself every ``broadcast_period``."""
+
+    def request_eval(self, steps: int, elapsed: float) -> None:
+        published = read_weights(self.weights)
+        if published is None:
+            raise TestbedError("the PS has written no weights")
+
+        def evaluate() -> None:
+            weights, version = published
+            try:
+                mean, std = self.evaluator.evaluate(weights)
+                self._eval_answer = (steps, elapsed, mean, std, version)
+            except BaseException as exc:  # raised in the loop's thread by poll()
+                self._eval_error = exc
+
+        # A thread: the loop goes on sampling while the episodes run.
+        self._eval_thread = threading.Thread(target=evaluate, name="olaf-testbed-eval", daemon=True)
+        self._eval_thread.start()
+
+    def recent_rewards(self) -> list[float]:
+        return []  # the ThresholdLoop is fed from the PS's lines, on its own thread
+
+    def status(self) -> Status:
+        history = self.threshold.history
+        return Status(aom_ms=self.ps_state["aom"], occupied=self.occupied,
+                      outcomes=dict(self.outcomes), model_version=self.ps_state["version"],
+                      blocks_applied=self.ps_state["applied"], active_workers=self.cfg.workers,
+                      threshold=history[-1].threshold if history else None)
+
+    def tick(self, loop: TrainingLoop, elapsed: float) -> None:
+        dead = [p for p in [self.ps, *self.relays, *self.workers] if p.popen.poll() is not None]
+        if dead:
+            raise TestbedError(f"{dead[0].name} exited with {dead[0].popen.returncode}:\n"
+                               f"{dead[0].output()[-2000:]}")
+
+    def stop_signal(self) -> str | None:
+        return None  # olaf testbed turns SIGTERM into SystemExit, which unwinds the loop
+
+    def wait(self, seconds: float) -> None:
+        time.sleep(max(seconds, 0.05))
+
+    def close(self, loop: TrainingLoop) -> float:
+        """Stop the sampler, the PS, then the workers and relays; seconds it took."""
+        self._sampler_stop.set()
+        if self._sampler.is_alive():
+            self._sampler.join()
+        # The PS first: AoM is sampled up to the end of the run, not through the shutdown.
+        begin = time.monotonic()
+        self.testbed.stop(self.ps, grace=PS_STOP_GRACE)
+        self.testbed.stop_all([*self.relays, *self.workers], grace=PROCESS_STOP_GRACE)
+        stop_s = round(time.monotonic() - begin, 3)
+        for name, reader in self.readers.items():  # what they wrote while stopping
+            for line in reader.lines():
+                self._absorb(loop, name, line)
+        if self._eval_thread is not None:
+            self._eval_thread.join()
+            self.poll(loop)
+        return stop_s
+
+
+def run_drl(testbed: Testbed, cfg: RunConfig, *, progress: Callable[[Snapshot], None] | None = None,
+            ready_timeout: float = 180.0) -> RunResult:
     """The main job's experiment across the testbed's hosts; returns a ``RunResult``."""
-    from control_plane.threshold import ThresholdLoop
-    from olaf.drl.runner import RunResult, Snapshot
-
     topo = testbed.topology
     workers = topo.workers
     if cfg.workers != len(workers):
@@ -56,17 +198,18 @@ def run_drl(testbed: Testbed, cfg: Any, *, progress: Callable[[Any], None] | Non
     config_path.write_text(config_json(cfg))
     go = out / "go"
     go.unlink(missing_ok=True)
-    npz = out / "ps_metrics.npz"
+    npz, weights = out / "ps_metrics.npz", out / "ps_weights.npy"
     conf = ["--config", str(config_path), "--go", str(go)]
     ps = testbed.spawn("drl-ps", python_module(
         "olaf.testbed.hosts", "ps", *conf, "--pull-from", pull_address(testbed, topo.ps.name),
-        "--workers", ",".join(h.ip for h in workers), "--npz", str(npz)), host=topo.ps.name)
+        "--workers", ",".join(h.ip for h in workers), "--npz", str(npz),
+        "--weights", str(weights)), host=topo.ps.name)
     testbed.wait_for_line(ps, "ready", ready_timeout)
     # The PS's pull rate is the bottleneck; leaves drain at their share of it, not faster,
     # so that idle PULLs do not eat the CPU the (software) switches need.
     relays = start_relays(testbed, cfg.pull_rate / max(len(topo.relays), 1), cfg.values, cfg.frac_bits)
     procs = [
-        testbed.spawn(f"drl-worker{h.worker_id}", python_module(
+        testbed.spawn(f"{WORKER_PREFIX}{h.worker_id}", python_module(
             "olaf.testbed.hosts", "worker", *conf, "--worker-id", str(h.worker_id),
             "--ps", f"{topo.ps.ip}:{OLAF_PORT}"), host=h.name)
         for h in workers
@@ -75,135 +218,50 @@ def run_drl(testbed: Testbed, cfg: Any, *, progress: Callable[[Any], None] | Non
     for p in procs:
         testbed.wait_for_line(p, "ready", max(1.0, deadline - time.monotonic()))
 
+    torch.set_num_threads(1)  # the launcher's evaluations must not take both cores
     result = RunResult(cfg)
-    readers = {p.name: LineReader(p) for p in [ps, *procs]}
-    recent: deque[float] = deque(maxlen=cfg.target_window)
-    steps: dict[str, int] = {}
-    sent: dict[str, int] = {}
-    skipped: dict[str, int] = {}
-    ps_state = {"version": 0, "applied": 0, "aom": math.nan}
-    loop = ThresholdLoop(testbed.control, floor=cfg.threshold_floor,
-                         interval=cfg.controller_interval, fraction=cfg.threshold_fraction)
-    first_hop = sorted({topo.switch_of(h.name)[0] for h in workers})
-    outcomes: dict[str, int] = {}
-    occupied = [0]
-    sampler_stop = threading.Event()
-    counter_errors: list[str] = []
-
-    def sample_counters() -> None:
-        nonlocal outcomes
-        while True:
-            try:
-                counters = testbed.control.counters()
-                outcomes = sum_outcomes(counters, first_hop)
-                occupied[0] = sum((counters[s].get("queue") or {}).get("occupied", 0) for s in first_hop)
-            except (ConnectionError, RuntimeError) as e:  # one missed sample; keep going
-                counter_errors.append(str(e))
-            if sampler_stop.wait(COUNTER_PERIOD):
-                return
-
-    sampler = threading.Thread(target=sample_counters, name="olaf-testbed-counters", daemon=True)
+    threshold = ThresholdLoop(testbed.control, floor=cfg.threshold_floor,
+                              interval=cfg.controller_interval, fraction=cfg.threshold_fraction)
+    backend = MininetHosts(testbed, cfg, ps, procs, relays, weights, threshold)
     go.touch()
-    t0 = time.time()
-    loop.start()
-    sampler.start()
-
-    def absorb() -> None:
-        nonlocal t0
-        for name, reader in readers.items():
-            for line in reader.lines():
-                kind, _, rest = line.partition(" ")
-                f = rest.split()
-                if kind == "episode" and len(f) == 3:
-                    ret = float(f[1])
-                    result.episodes.append((float(f[0]) - t0, sum(steps.values()),
-                                            int(name[len("drl-worker"):]), ret, int(f[2])))
-                    recent.append(ret)
-                elif kind == "progress" and name == "drl-ps" and len(f) == 3:
-                    ps_state.update(version=int(f[0]), applied=int(f[1]), aom=float(f[2]))
-                elif kind == "progress" and len(f) == 3:
-                    steps[name], sent[name], skipped[name] = int(f[0]), int(f[1]), int(f[2])
-                elif kind == "rewards" and f:
-                    loop.report(float(f[0]))
-                elif kind == "start" and f:
-                    t0 = float(f[0])
-
+    loop = TrainingLoop(cfg, result, backend, time.time(), progress=progress)
+    threshold.start()
+    backend.start()
     try:
-        next_sample = time.time()
-        while True:
-            now = time.time()
-            absorb()
-            elapsed = now - t0
-            reached = (cfg.target_reward is not None and len(recent) == cfg.target_window
-                       and float(np.mean(recent)) >= cfg.target_reward)
-            if reached and result.time_to_target is None:
-                result.time_to_target, result.steps_to_target = elapsed, sum(steps.values())
-            if now >= next_sample:
-                last = loop.history[-1].threshold if loop.history else None
-                snap = Snapshot(
-                    elapsed=elapsed, env_steps=sum(steps.values()), episodes=len(result.episodes),
-                    mean_return=float(np.mean(recent)) if recent else math.nan,
-                    aom_ms=ps_state["aom"], occupied=occupied[0], capacity=cfg.capacity,
-                    outcomes=dict(outcomes),
-                    model_version=ps_state["version"], blocks_applied=ps_state["applied"],
-                    threshold=last, updates_sent=sum(sent.values()),
-                    updates_skipped=sum(skipped.values()))
-                result.timeline.append(snap)
-                if progress is not None:
-                    progress(snap)
-                next_sample = now + SAMPLE_PERIOD
-            if reached and cfg.stop_at_target:
-                result.stopped_by = "target"
-                break
-            if elapsed >= cfg.duration:
-                result.stopped_by = "duration"
-                break
-            dead = [p for p in [ps, *relays, *procs] if p.popen.poll() is not None]
-            if dead:
-                raise TestbedError(f"{dead[0].name} exited with {dead[0].popen.returncode}:\n"
-                                   f"{dead[0].output()[-2000:]}")
-            time.sleep(0.05)
-        result.wall_time = time.time() - t0
+        loop.run()
+        result.wall_time = time.time() - loop.t0
     finally:
-        loop.stop()
-        sampler_stop.set()
-        if sampler.is_alive():
-            sampler.join()
-        # The PS first: AoM is sampled up to the end of the run, not through the shutdown.
-        begin = time.monotonic()
-        testbed.stop(ps, grace=PS_STOP_GRACE)
-        testbed.stop_all([*relays, *procs], grace=PROCESS_STOP_GRACE)
-        stop_s = round(time.monotonic() - begin, 3)
-        absorb()
+        threshold.stop()
+        stop_s = backend.close(loop)
     if not ps.final():
         raise TestbedError(f"drl-ps ended ({ps.popen.returncode}) without its final line:\n"
                            f"{ps.output()[-2000:]}")
     finals = [p.final() or {} for p in procs]
     result.senders = finals
-    result.env_steps = sum(f.get("env_steps", 0) for f in finals) or sum(steps.values())
+    result.env_steps = sum(f.get("env_steps", 0) for f in finals) or loop.steps
     ps_final = ps.final() or {}
     result.receiver = ps_final.get("receiver", {})
     result.aom = ps_final.get("aom", {})
-    result.model_version = ps_final.get("model_version", ps_state["version"])
-    result.blocks_applied = ps_final.get("blocks_applied", ps_state["applied"])
+    result.policies = ps_final.get("policies", {})
+    result.model_version = ps_final.get("model_version", backend.ps_state["version"])
+    result.blocks_applied = ps_final.get("blocks_applied", backend.ps_state["applied"])
     result.num_parameters = ps_final.get("num_parameters", 0)
     result.num_blocks = ps_final.get("num_blocks", 0)
+    result.active_workers = cfg.workers
     if npz.exists():
         with np.load(npz) as z:
             result.aom_t_ms, result.aom_global_ms = z["aom_t_ms"], z["aom_global_ms"]
             result.update_age_ms = z["update_age_ms"]
             result.data = [tuple(row) for row in z["data"].tolist()]
+    published = read_weights(weights)
+    if published is not None:
+        result.final_eval_return = backend.evaluator.final(published[0])
     counters = testbed.control.counters()
-    result.switch = {"outcomes": sum_outcomes(counters, first_hop), "per_switch": counters,
+    result.switch = {"outcomes": sum_outcomes(counters, backend.first_hop), "per_switch": counters,
                      "relays": {p.name: p.final() for p in relays}, "stop_s": stop_s,
-                     "counter_errors": counter_errors, "threshold_errors": loop.errors,
-                     "thresholds": [(s.time, s.mean_reward, s.threshold) for s in loop.history]}
-    episodes = sorted(result.episodes)
-    if episodes:
-        returns = [e[3] for e in episodes]
-        w = min(cfg.target_window, len(returns))
-        result.initial_return = float(np.mean(returns[:w]))
-        result.final_return = float(np.mean(returns[-w:]))
+                     "counter_errors": backend.counter_errors, "threshold_errors": threshold.errors,
+                     "thresholds": [(s.time, s.mean_reward, s.threshold) for s in threshold.history]}
+    finish_returns(result)
     return result
 
 
@@ -216,8 +274,8 @@ def sum_outcomes(counters: dict[str, dict[str, Any]], switches: list[str]) -> di
     return total
 
 
-def write_report(result: Any, out: Path) -> list[Path]:
+def write_report(result: RunResult, out: Path) -> list[Path]:
     """The same metric files and plots as ``olaf run``."""
-    from olaf.drl.report import write_metrics, write_plots
+    from olaf.drl.report import write_metrics, write_plots  # matplotlib: only when writing
 
     return write_metrics(result, out) + write_plots(result, out)

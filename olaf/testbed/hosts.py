@@ -1,9 +1,9 @@
 """The main job's DRL processes for separate hosts: ``python -m olaf.testbed.hosts
-ps|worker ...``, built on olaf.drl's public pieces (``build_model``, ``ParameterServer``,
-``RolloutWorker``, ``RewardThresholdController``) and worker_transport's ``Sender`` and
-``Receiver``.
+ps|worker ...``, the Mininet-hosts backend's ends of the one training core: the PS applies
+DATA through ``PsApply`` (the run's policies, the same as ``olaf run``'s), the workers are
+the run's learner (``build_worker``, IMPACT by default) taking turns (``take_turn``).
 
-``olaf run`` (olaf.drl.runner) keeps the switch and the PS in one process and hands
+``olaf run`` (olaf.drl.local) keeps the switch and the PS in one process and hands
 weights to the workers through shared memory. Here every role is its own program on
 its own Mininet host, and everything crosses the network:
 
@@ -14,12 +14,14 @@ its own Mininet host, and everything crosses the network:
   and ``block_id`` set, ``seq`` the broadcast number) to UDP port 20300 of every
   worker; switches forward MODEL like any IPv4 packet. A worker loads a version once it
   has all of its blocks, so a lost MODEL packet only delays the next version;
+* evaluation: the PS also rewrites its float32 weights into the ``--weights`` file with every
+  broadcast; the launcher's ``Evaluator`` reads them (hosts share the file system);
 * the reward threshold: the PS prints ``rewards MEAN`` lines (the mean reward of recent
   DATA); the launcher, in the root namespace where the switches' P4Runtime servers are,
   feeds them to the control plane's ``ThresholdLoop``.
 
 Output (line-oriented, read by ``olaf.testbed.drl``): ``ready``; the worker's
-``episode TIME RETURN LENGTH`` and ``progress STEPS SENT SKIPPED``; the PS's ``rewards``,
+``episode TIME RETURN LENGTH`` and ``progress STEPS SENT SKIPPED PROBES P_S_SUM``; the PS's ``rewards``,
 ``progress VERSION APPLIED AOM_MS`` and, on exit, ``final {json}``. Both stop cleanly on
 SIGTERM. They start work when the ``--go`` file appears, so that every process's start-up
 (importing torch) is not counted as training time.
@@ -33,21 +35,32 @@ import dataclasses
 import faulthandler
 import json
 import math
+import os
 import signal
 import socket
 import sys
 import threading
 import time
-from collections import deque
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
+from olaf.algorithm import flat_parameters, initial_model
+from olaf.drl.config import RunConfig
+from olaf.drl.controller import RecentRewards
+from olaf.drl.core import PsApply
+from olaf.drl.learners import algo_config, make_algorithm
+from olaf.drl.policies import RunPolicies
+from olaf.drl.server import ParameterServer
+from olaf.drl.worker_turn import build_worker, take_turn, worker_seed
 from olaf.shutdown import stop_on_signals
 from worker_transport.codec import Batch, decode, encode_array
 from worker_transport.fixedpoint import from_fixed, join_blocks, split_blocks, to_fixed
 from worker_transport.protocol import OLAF_PORT, VERSION, MsgType
+from worker_transport.receiver import Receiver
+from worker_transport.transport import UdpTransport
 
 PROGRESS_PERIOD = 0.25
 
@@ -140,10 +153,8 @@ def _rebuild(default: Any, spec: dict[str, Any]) -> Any:
     return type(default)(**values)
 
 
-def load_config(path: str) -> Any:
+def load_config(path: str) -> RunConfig:
     """The ``RunConfig`` that ``config_json`` wrote."""
-    from olaf.drl.config import RunConfig
-
     return _rebuild(RunConfig(), json.loads(Path(path).read_text()))
 
 
@@ -165,42 +176,18 @@ def _host_port(text: str) -> tuple[str, int]:
 
 # -- parameter server --------------------------------------------------------------------
 def ps_main(args: argparse.Namespace) -> int:
-    import torch
-
-    from olaf.drl.model import build_model
-    from olaf.drl.server import ParameterServer
-    from worker_transport.receiver import DataBatch, Receiver
-    from worker_transport.transport import UdpTransport
-
     stop = stop_on_signals()
     cfg = load_config(args.config)
     torch.set_num_threads(1)
-    model = build_model(cfg.env_id, cfg.learner.hidden, cfg.seed)
-    ps = ParameterServer(model.flat_parameters(), cfg.learner, cfg.values)
-    workers = [(w, OLAF_PORT) for w in args.workers.split(",")]
-    model_sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-
+    model = initial_model(make_algorithm(cfg), cfg.env_id, cfg.seed)
+    ps = ParameterServer(flat_parameters(model), algo_config(cfg), cfg.values)
+    policies = RunPolicies(cfg, ps)
     # The mean reward of recent DATA; the launcher's ThresholdLoop (control_plane) turns
     # it into the switches' threshold (DESIGN.md §3).
-    recent_rewards: deque[float] = deque(maxlen=cfg.reward_history)
-    rewards_lock = threading.Lock()
-    data_log: list[tuple[float, int, int, int, float]] = []
-    t0 = time.time()
-
-    def on_batch(batch: DataBatch) -> None:
-        h = batch.headers
-        version = ps.model_version
-        t = batch.received_at / 1e6 - t0
-        for i, block_id in enumerate(h["block_id"].tolist()):
-            if block_id < ps.num_blocks:
-                ps.apply_block(block_id, batch.values[i])
-        with rewards_lock:
-            recent_rewards.extend(batch.rewards.tolist())
-        data_log.extend(
-            (t, b, a, version - m, r)
-            for b, a, m, r in zip(h["block_id"].tolist(), h["agg_count"].tolist(),
-                                  h["model_version"].tolist(), batch.rewards.tolist(), strict=True))
-
+    rewards = RecentRewards(cfg.reward_history)
+    apply = PsApply(ps, policies, rewards, t0=time.time())
+    workers = [(w, OLAF_PORT) for w in args.workers.split(",")]
+    model_sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     broadcasts = 0
 
     def broadcast() -> None:
@@ -212,6 +199,8 @@ def ps_main(args: argparse.Namespace) -> int:
                 with contextlib.suppress(OSError):  # a full socket buffer drops one copy
                     model_sock.sendto(row, addr)
         broadcasts += 1
+        # The launcher evaluates these (the exact float32 weights, not MODEL's fixed point).
+        write_weights(Path(args.weights), weights, version)
 
     print(f"ready ps {len(ps.params)} params in {ps.num_blocks} blocks", flush=True)
     receiver = None
@@ -223,23 +212,23 @@ def ps_main(args: argparse.Namespace) -> int:
             if stop.wait(0.2):
                 break
         receiver = Receiver(UdpTransport(_host_port(args.pull_from)), values=cfg.values,
-                            frac_bits=cfg.frac_bits, pull_rate=cfg.pull_rate, on_batch=on_batch,
+                            frac_bits=cfg.frac_bits, pull_rate=cfg.pull_rate, on_batch=apply,
                             workers=min(cfg.workers, 32))
-        t0 = receiver.aom.start_us / 1e6
+        apply.t0 = receiver.aom.start_us / 1e6
+        policies.start(apply.t0)
         receiver.start()
-        print(f"start {t0:.6f}", flush=True)
+        print(f"start {apply.t0:.6f}", flush=True)
         next_publish = next_control = next_progress = time.time()
         while not stop.is_set() and receiver.running:
             now = time.time()
             if now >= next_publish:
                 broadcast()
                 next_publish = now + cfg.broadcast_period
+            policies.tick()
             if now >= next_control:
-                with rewards_lock:
-                    recent = list(recent_rewards)
+                recent = rewards.snapshot()
                 if recent:
-                    mean = sum(recent) / len(recent)
-                    print(f"rewards {mean:.6f}", flush=True)
+                    print(f"rewards {sum(recent) / len(recent):.6f}", flush=True)
                 next_control = now + cfg.controller_interval
             if now >= next_progress:
                 receiver.aom.advance()
@@ -256,16 +245,18 @@ def ps_main(args: argparse.Namespace) -> int:
             except Exception as e:  # reported after the final line
                 error = e
         model_sock.close()
+        policies.finish(time.time())
     print(f"stopped receiver in {time.monotonic() - stopping:.3f}s", flush=True)
     final: dict = {"model_version": ps.model_version, "blocks_applied": ps.blocks_applied,
                    "num_parameters": len(ps.params), "num_blocks": ps.num_blocks,
-                   "broadcasts": broadcasts, "t0": t0}
+                   "broadcasts": broadcasts, "t0": apply.t0,
+                   "policies": policies.stats([d[3] for d in apply.data])}
     if receiver is not None:
         final["receiver"] = receiver.stats()
         final["aom"] = receiver.aom.summary()
         s = receiver.aom.series
         np.savez(args.npz, aom_t_ms=s.t_ms, aom_global_ms=s.global_ms, update_age_ms=s.ages_ms,
-                 data=np.array(data_log, np.float64).reshape(-1, 5))
+                 data=np.array(apply.data, np.float64).reshape(-1, 5))
     print("final " + json.dumps(final, default=str).replace("NaN", "null"), flush=True)
     if error is not None:
         print(f"ps: receiver failed: {error!r}", file=sys.stderr, flush=True)
@@ -273,35 +264,56 @@ def ps_main(args: argparse.Namespace) -> int:
     return 0
 
 
+def write_weights(path: Path, weights: np.ndarray, version: int) -> None:
+    """``(weights, version)`` to ``path`` atomically: a reader sees the old file or the new."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        np.save(f, np.append(weights.astype(np.float64), float(version)))
+    os.replace(tmp, path)
+
+
+def read_weights(path: Path) -> tuple[np.ndarray, int] | None:
+    """What ``write_weights`` wrote, or None before the first write."""
+    try:
+        flat = np.load(path)
+    except (FileNotFoundError, ValueError, OSError):
+        return None
+    return flat[:-1].astype(np.float32), int(flat[-1])
+
+
 # -- worker ------------------------------------------------------------------------------
 def worker_main(args: argparse.Namespace) -> int:
-    import torch
-
-    from olaf.drl.worker import RolloutWorker
-    from worker_transport.policy import AlwaysSend, OlafPolicy
-    from worker_transport.sender import Sender
-    from worker_transport.transport import UdpTransport
-
     stop = stop_on_signals()
     cfg = load_config(args.config)
     torch.set_num_threads(1)
     w = args.worker_id
-    worker = RolloutWorker(cfg.env_id, w, cfg.learner, cfg.seed * 1000 + w)
-    num_params = worker.model.num_parameters
-    policy = OlafPolicy(feedback_ttl_ms=cfg.feedback_ttl_ms) if cfg.workers_use_p_s else AlwaysSend()
-    sender = Sender(UdpTransport(_host_port(args.ps)), cluster_id=0, worker_id=w, values=cfg.values,
-                    frac_bits=cfg.frac_bits, policy=policy, seed=cfg.seed * 1000 + w,
-                    ack_thread=False, shuffle_blocks=cfg.shuffle_blocks)
     model_sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     model_sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
     model_sock.bind(("0.0.0.0", OLAF_PORT))
     model_sock.setblocking(False)
-    weights = ModelAssembler(num_params, cfg.values, cfg.frac_bits)
+    newest: list[tuple[np.ndarray, int] | None] = [None]
+
+    def receive_weights(newer_than: int) -> tuple[np.ndarray, int] | None:
+        """The newest complete MODEL version if newer than ``newer_than`` (``NewestWeights``)."""
+        got = weights.feed(_recv_all(model_sock))
+        if got is not None:
+            newest[0] = got
+        return newest[0] if newest[0] is not None and newest[0][1] > newer_than else None
+
+    worker, sender = build_worker(cfg, w, worker_seed(cfg.seed, w, 0), _host_port(args.ps),
+                                  receive_weights)
+    weights = ModelAssembler(flat_parameters(worker.model).size, cfg.values, cfg.frac_bits)
     steps = 0
+
+    def report() -> None:
+        st = sender.stats()
+        print(f"progress {steps} {st['sent_updates']} {st['skipped_updates']} "
+              f"{st['probe_updates']} {st['p_s_sum']:.6f}", flush=True)
+
     try:
         deadline = time.monotonic() + args.weights_timeout
         while worker.model_version < 0:
-            got = weights.feed(_recv_all(model_sock))
+            got = receive_weights(-1)
             if got is not None:
                 worker.load_weights(*got)
             elif stop.wait(0.02) or time.monotonic() > deadline:
@@ -312,18 +324,13 @@ def worker_main(args: argparse.Namespace) -> int:
             return 0
         last_report = time.monotonic()
         while not stop.is_set():
-            got = weights.feed(_recv_all(model_sock))
-            if got is not None:
-                worker.load_weights(*got)
-            grad = worker.rollout()
-            sender.send_gradient(grad.flat, reward=grad.reward, model_version=grad.model_version)
+            grad = take_turn(worker, sender, receive_weights)
             now = time.time()
             for e in grad.episodes:
                 print(f"episode {now:.6f} {e.ret:.6f} {e.length}", flush=True)
             steps += grad.steps
             if time.monotonic() - last_report >= PROGRESS_PERIOD:
-                st = sender.stats()
-                print(f"progress {steps} {st['sent_updates']} {st['skipped_updates']}", flush=True)
+                report()
                 last_report = time.monotonic()
         sender.poll(0.05)
     finally:
@@ -331,7 +338,7 @@ def worker_main(args: argparse.Namespace) -> int:
         sender.close()
         worker.close()
         model_sock.close()
-    print(f"progress {steps} {stats['sent_updates']} {stats['skipped_updates']}", flush=True)
+    report()
     print("final " + json.dumps(dict(stats, env_steps=steps, model_version=worker.model_version,
                                      foreign_model_packets=weights.foreign)), flush=True)
     return 0
@@ -348,6 +355,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", required=True, metavar="IP,IP,...", help="workers' addresses for MODEL")
     p.add_argument("--go", required=True, help="start when this file exists")
     p.add_argument("--npz", required=True, help="AoM series and DATA log written here at the end")
+    p.add_argument("--weights", required=True,
+                   help="the published weights, rewritten atomically with every broadcast")
     w = sub.add_parser("worker", help="one worker")
     w.add_argument("--config", required=True, help="RunConfig as JSON")
     w.add_argument("--worker-id", type=int, required=True)

@@ -29,6 +29,7 @@ from olaf.algorithm import (
     Rollout,
     VectorActor,
     Worker,
+    discrete_sample,
 )
 from olaf.drl.config import A2CConfig
 from olaf.drl.model import ActorCritic
@@ -68,8 +69,6 @@ class A2C(Algorithm):
         return [ClipGroup("joint", list(model.parameters()), self.config.max_grad_norm)]
 
     def curvature_sample(self, batch: Rollout) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-        from olaf.drl.impact import discrete_sample
-
         return discrete_sample(batch)
 
 

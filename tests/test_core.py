@@ -1,0 +1,149 @@
+"""The one training loop (olaf.drl.core) over a scripted backend: the stop rule, the
+evaluation schedule, the target, the timeline, and the PS's use of DATA (``PsApply``)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from olaf.drl.config import A2CConfig, RunConfig
+from olaf.drl.controller import RecentRewards
+from olaf.drl.core import PsApply, Status, TrainingLoop
+from olaf.drl.policies import RunPolicies
+from olaf.drl.results import RunResult
+from olaf.drl.server import ParameterServer
+from tests.batches import data_batch
+
+
+class ScriptedBackend:
+    """A backend whose workers make ``steps_per_poll`` env steps per loop step and finish
+    one episode of return ``ret(step)`` each time; its clock advances 10 ms per step and
+    its evaluator answers at once with ``evaluate(steps)``."""
+
+    def __init__(self, evaluate, steps_per_poll: int = 100, ret=lambda steps: 10.0) -> None:
+        self.clock = 1000.0
+        self.evaluate, self.steps_per_poll, self.ret = evaluate, steps_per_poll, ret
+        self.asked: list[int] = []
+        self.published = 0
+        self.ticks = 0
+        self.pending: tuple[int, float] | None = None
+        self.signal: str | None = None
+
+    def now(self) -> float:
+        return self.clock
+
+    def poll(self, loop: TrainingLoop) -> None:
+        if self.pending is not None:
+            steps, elapsed = self.pending
+            self.pending = None
+            loop.evaluation(steps, elapsed, self.evaluate(steps), 0.0, 7)
+        loop.progress("p0", self.steps_per_poll, [(self.clock, 0, self.ret(loop.steps), 20)],
+                      {"sent": 2.0, "skipped": 2.0 * loop.steps / 100, "probes": 0.0,
+                       "p_s_sum": 1.0 * loop.steps / 100})
+
+    def publish(self) -> None:
+        self.published += 1
+
+    def request_eval(self, steps: int, elapsed: float) -> None:
+        self.asked.append(steps)
+        self.pending = (steps, elapsed)
+
+    def recent_rewards(self) -> list[float]:
+        return []
+
+    def status(self) -> Status:
+        return Status(aom_ms=5.0, occupied=3, model_version=2, blocks_applied=9)
+
+    def tick(self, loop: TrainingLoop, elapsed: float) -> None:
+        self.ticks += 1
+
+    def stop_signal(self) -> str | None:
+        return self.signal
+
+    def wait(self, seconds: float) -> None:
+        self.clock += 0.01
+
+
+def loop_of(cfg: RunConfig, backend: ScriptedBackend) -> tuple[TrainingLoop, RunResult]:
+    result = RunResult(cfg)
+    return TrainingLoop(cfg, result, backend, backend.now()), result
+
+
+def test_the_loop_stops_at_the_step_budget_and_evaluates_on_schedule() -> None:
+    cfg = RunConfig(total_steps=2_000, eval_every=500, target_reward=None, duration=1e9)
+    backend = ScriptedBackend(evaluate=lambda steps: 1.0)
+    loop, result = loop_of(cfg, backend)
+    loop.run()
+    assert result.stopped_by == "steps"
+    assert loop.steps == result.env_steps == 2_000
+    # The first evaluation at once, then one per eval_every (never two in flight).
+    assert backend.asked[0] == 100
+    assert all(b - a >= 500 for a, b in itertools.pairwise(backend.asked))
+    assert len(result.episodes) == 20 and result.episodes[-1][1] == 2_000
+    assert result.timeline and result.timeline[0].aom_ms == 5.0
+    assert backend.ticks >= 20 and backend.published >= 1
+
+
+def test_the_target_is_dated_to_when_the_evaluated_weights_were_taken() -> None:
+    cfg = RunConfig(total_steps=100_000, eval_every=300, target_reward=50.0, duration=1e9)
+    backend = ScriptedBackend(evaluate=lambda steps: 60.0 if steps >= 1_000 else 0.0)
+    loop, result = loop_of(cfg, backend)
+    loop.run()
+    assert result.stopped_by == "target"
+    first = next(s for s in backend.asked if s >= 1_000)
+    assert result.steps_to_target == first and result.return_at_target == 60.0
+    # Asked at the loop step of ``first`` steps, i.e. (first/100 - 1) clock ticks in.
+    assert result.time_to_target == pytest.approx((first / 100 - 1) * 0.01)
+    # stop_at_target off: the run goes on to its budget and keeps the first target.
+    cfg2 = RunConfig(total_steps=3_000, eval_every=300, target_reward=50.0, duration=1e9,
+                     stop_at_target=False)
+    backend2 = ScriptedBackend(evaluate=lambda steps: 60.0 if steps >= 1_000 else 0.0)
+    loop2, result2 = loop_of(cfg2, backend2)
+    loop2.run()
+    assert result2.stopped_by == "steps" and result2.steps_to_target == result.steps_to_target
+
+
+def test_a_signal_and_the_duration_cap_end_the_loop() -> None:
+    backend = ScriptedBackend(evaluate=lambda steps: 0.0)
+    backend.signal = "SIGTERM"
+    loop, result = loop_of(RunConfig(total_steps=10**9, duration=1e9), backend)
+    loop.run()
+    assert result.stopped_by == "signal SIGTERM" and loop.steps == 100
+    backend = ScriptedBackend(evaluate=lambda steps: 0.0)
+    loop, result = loop_of(RunConfig(total_steps=10**9, duration=0.5), backend)
+    loop.run()
+    assert result.stopped_by == "duration" and backend.clock - 1000.0 == pytest.approx(0.5, abs=0.011)
+
+
+def test_timeline_p_s_is_the_mean_of_the_draws_since_the_previous_row() -> None:
+    backend = ScriptedBackend(evaluate=lambda steps: 0.0)
+    loop, result = loop_of(RunConfig(total_steps=10**9, duration=1e9), backend)
+    backend.poll(loop)
+    first = loop.sample(0.0)
+    backend.poll(loop)
+    second = loop.sample(0.01)
+    # Draws 2 + 2*s/100, P_s sum s/100 with s the steps before the poll: 0 -> 100 -> 200.
+    assert first.p_s_mean == pytest.approx(0.0 / 2.0)
+    assert second.p_s_mean == pytest.approx((1.0 - 0.0) / (4.0 - 2.0))
+    assert first.mean_return == 10.0 and first.updates_sent == 2
+    assert math.isnan(first.eval_return)
+
+
+def test_ps_apply_logs_staleness_in_versions_and_skips_foreign_blocks() -> None:
+    v = 4
+    ps = ParameterServer(np.zeros(2 * v, np.float32), A2CConfig(), v)
+    policies = RunPolicies(RunConfig(values=v), ps)
+    rewards = RecentRewards(8)
+    apply = PsApply(ps, policies, rewards, t0=1.0)
+    for _ in range(3):  # three publications: the PS is at version 3
+        ps.apply_block(0, np.zeros(v, np.float32))
+        ps.snapshot()
+    assert ps.model_version == 3
+    apply(data_batch([0, 1, 7], np.ones((3, v), np.float32), [1, 2, 1], [3, 1, 0],
+                     rewards=[5.0, 6.0, 7.0], received_at_us=3_500_000))
+    assert apply.data == [(2.5, 0, 1, 0, 5.0), (2.5, 1, 2, 2, 6.0), (2.5, 7, 1, 3, 7.0)]
+    assert ps.blocks_applied == 3 + 2  # block 7 is not this model's
+    assert policies.foreign_blocks == 1 and rewards.snapshot() == [5.0, 6.0, 7.0]
