@@ -5,8 +5,9 @@
 
 Runs the fast bmv2 build by default (``Testbed(bmv2_build="debug")`` for the logging one;
 ``simple_switch.bmv2_binary`` resolves both). Needs that ``simple_switch_grpc`` and ``p4c``
-(or ``p4c-bm2-ss``), in ``.p4tools/`` or on PATH; ``missing()`` says which is absent. The P4 program fixes V at
-64 values per block (DESIGN.md §2), so the experiment must use ``values=64``.
+(or ``p4c-bm2-ss``), in ``.p4tools/`` or on PATH; ``missing()`` says which is absent. The
+P4 program fixes V at 64 values per block (DESIGN.md §2), so the experiment must use
+``values=64``.
 """
 
 from __future__ import annotations
