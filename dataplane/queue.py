@@ -13,6 +13,7 @@ values, the wide part, stay in numpy.
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -86,8 +87,15 @@ class QueueConfig:
     """Reward threshold in raw fixed point; the largest value until the controller sets one."""
     congestion_threshold: int = DEFAULT_CONGESTION_THRESHOLD
     """CONGESTED is set when queue_util >= this (0-255)."""
+    cluster_quota: int | None = None
+    """Slots one cluster may hold at once (DESIGN.md §3 step 4), 1..capacity; None means
+    ``capacity`` (no limit), and ``__post_init__`` stores that number, so a
+    ``dataclasses.replace`` that changes ``capacity`` must pass ``cluster_quota`` too."""
 
     def __post_init__(self) -> None:
+        if self.cluster_quota is None:
+            # Frozen: the default depends on capacity, so it is filled in here.
+            object.__setattr__(self, "cluster_quota", self.capacity)
         checks = [
             (1 <= self.capacity <= 65535, "capacity must be 1..65535"),
             (1 <= self.values <= 255, "values (V) must be 1..255 on the wire"),
@@ -100,6 +108,24 @@ class QueueConfig:
         for ok, message in checks:
             if not ok:
                 raise ValueError(message)
+        check_cluster_quota(self.cluster_quota, self.capacity)
+
+
+def check_cluster_quota(quota: object, capacity: int) -> int:
+    """``quota`` as a valid cluster quota for a queue of ``capacity`` slots, or ValueError.
+
+    0 would refuse every new block and more than ``capacity`` is meaningless, so both are
+    refused rather than clamped: a controller that writes them has made a mistake.
+    """
+    try:
+        # operator.index takes ints and numpy integers and refuses floats; bool is an int
+        # to Python but never a meaningful quota.
+        number = -1 if isinstance(quota, bool) else operator.index(quota)  # type: ignore[arg-type]
+    except TypeError:
+        number = -1
+    if not 1 <= number <= capacity:
+        raise ValueError(f"cluster_quota must be an integer 1..capacity ({capacity}), not {quota!r}")
+    return number
 
 
 @dataclass
@@ -122,6 +148,7 @@ class OlafQueue:
         self.mode = Mode(config.mode)
         self.threshold = config.threshold
         self.congestion_threshold = config.congestion_threshold
+        self._cluster_quota: int = config.cluster_quota  # type: ignore[assignment]  # set by __post_init__
         cap = config.capacity
         # One list per slot, fields in SLOT_FIELDS order: a slot is copied or stored in one C call.
         self._meta: list[list[int]] = [[0] * len(SLOT_FIELDS) for _ in range(cap)]
@@ -140,6 +167,18 @@ class OlafQueue:
     def slots(self) -> dict[str, list[int]]:
         """Slot metadata by field name (a copy), as the P4 registers would show it."""
         return {name: [m[k] for m in self._meta] for k, name in enumerate(SLOT_FIELDS)}
+
+    @property
+    def cluster_quota(self) -> int:
+        """Slots one cluster may hold (DESIGN.md §3 step 4); ``capacity`` means no limit."""
+        return self._cluster_quota
+
+    @cluster_quota.setter
+    def cluster_quota(self, quota: int) -> None:
+        # Validated before it is stored: a refused value leaves the queue as it was. A
+        # quota below a cluster's current count takes nothing away from it: that cluster
+        # only stops appending until PULLs bring it below the quota.
+        self._cluster_quota = check_cluster_quota(quota, self.config.capacity)
 
     # -- feedback ------------------------------------------------------------------
     @property
@@ -282,7 +321,7 @@ class OlafQueue:
                 self._store(s, u, values[i])
                 return _REPLACED
             return _DROPPED_REWARD
-        if self.occupied == cfg.capacity:
+        if self.occupied == cfg.capacity or self.cluster_count[cluster] >= self._cluster_quota:
             return _DROPPED_FULL
         s = self.write_ptr
         self._store(s, u, values[i])

@@ -221,10 +221,69 @@ def test_config_rejects_impossible_values() -> None:
             QueueConfig(**bad)
 
 
+def test_cluster_quota_drops_a_new_block_while_the_queue_has_room() -> None:
+    """DESIGN.md §3 steps 4-5: a cluster at its quota gets DROPPED_FULL for a new block,
+    merges and replacements into its slots still happen, other clusters still append,
+    and a PULL of one of its slots lets it append again."""
+    q = make(cluster_quota=2, capacity=4)
+    assert q.cluster_quota == 2
+    assert outcomes(q, update(1, 0), update(1, 1), update(1, 2)) == ["ENQUEUED", "ENQUEUED", "DROPPED_FULL"]
+    assert q.occupied == 2 and q.cluster_count[0] == 2
+    assert outcomes(q, update(2, 1), update(1, 0, seq=9)) == ["MERGED", "REPLACED"]
+    assert outcomes(q, update(3, 0, cluster=1), update(3, 1, cluster=1)) == ["ENQUEUED", "ENQUEUED"]
+    assert outcomes(q, update(3, 2, cluster=1)) == ["DROPPED_FULL"]
+    assert q.counters.outcomes[Outcome.DROPPED_FULL] == 2
+    send(q, PULL)  # cluster 0's block 0
+    assert outcomes(q, update(1, 2)) == ["ENQUEUED"]
+
+
+def test_cluster_quota_applies_in_fifo_mode() -> None:
+    q = make(mode=Mode.FIFO, cluster_quota=1)
+    assert outcomes(q, update(1), update(2), update(3, cluster=1)) == ["ENQUEUED", "DROPPED_FULL", "ENQUEUED"]
+
+
+def test_cluster_quota_default_is_capacity() -> None:
+    assert QueueConfig().cluster_quota == QueueConfig().capacity == 64
+    assert QueueConfig(capacity=4).cluster_quota == 4
+    q = make(capacity=3)
+    assert outcomes(q, update(1, 0), update(1, 1), update(1, 2), update(1, 3)) == [
+        "ENQUEUED", "ENQUEUED", "ENQUEUED", "DROPPED_FULL"]
+
+
+@pytest.mark.parametrize("bad", [0, -1, 5, 1.0, True, "2", None])
+def test_cluster_quota_out_of_range_is_refused_and_changes_nothing(bad: object) -> None:
+    if bad is not None:  # None is QueueConfig's "no limit"
+        with pytest.raises(ValueError, match="cluster_quota must be an integer 1..capacity"):
+            QueueConfig(capacity=4, cluster_quota=bad)  # type: ignore[arg-type]
+    q = make(cluster_quota=2)
+    send(q, update(1, 0))
+    with pytest.raises(ValueError, match=r"1\.\.capacity \(4\)"):
+        q.cluster_quota = bad  # type: ignore[assignment]
+    assert q.cluster_quota == 2
+    assert outcomes(q, update(1, 1), update(1, 2)) == ["ENQUEUED", "DROPPED_FULL"]
+
+
+def test_lowering_the_quota_below_a_clusters_count_loses_no_slot() -> None:
+    """The quota only stops appends: a cluster above a new, lower quota keeps its slots,
+    and drains below it through PULLs."""
+    q = make(capacity=4)
+    send(q, update(1, 0), update(1, 1), update(1, 2))
+    q.cluster_quota = 1
+    assert q.occupied == 3 and q.cluster_count[0] == 3
+    assert outcomes(q, update(1, 3), update(2, 2)) == ["DROPPED_FULL", "MERGED"]
+    assert [d["block_id"] for d in send(q, PULL, PULL)] == [0, 1]
+    assert outcomes(q, update(1, 3)) == ["DROPPED_FULL"]  # still one queued: at the quota
+    send(q, PULL)
+    assert outcomes(q, update(1, 3)) == ["ENQUEUED"]
+    q.cluster_quota = 4  # back to no limit
+    assert outcomes(q, update(1, 0), update(1, 1)) == ["ENQUEUED", "ENQUEUED"]
+
+
 def step_by_step(q: OlafQueue, raws: list[bytes]) -> list:
     return [send(q, r) for r in raws]
 
 
+@pytest.mark.parametrize("quota", [5, 2])
 @settings(max_examples=60, deadline=None)
 @given(
     st.lists(
@@ -232,16 +291,17 @@ def step_by_step(q: OlafQueue, raws: list[bytes]) -> list:
         max_size=60,
     )
 )
-def test_invariants_under_random_traffic(ops: list) -> None:
-    q = make(capacity=5, threshold=ONE)
+def test_invariants_under_random_traffic(quota: int, ops: list) -> None:
+    q = make(capacity=5, threshold=ONE, cluster_quota=quota)
     raws = [PULL if is_pull else update(w, b, float(r), cluster=c) for w, b, c, r, is_pull in ops]
-    batch_q = make(capacity=5, threshold=ONE)
+    batch_q = make(capacity=5, threshold=ONE, cluster_quota=quota)
     one_batch = send(batch_q, *raws) if raws else []
     singles = [r for step in step_by_step(q, raws) for r in step]
     assert singles == one_batch
     assert 0 <= q.occupied <= 5
     assert (q.write_ptr - q.read_ptr) % 5 == q.occupied % 5
     assert sum(q.cluster_count) == q.occupied
+    assert max(q.cluster_count) <= quota
     assert q.active_clusters == sum(1 for c in q.cluster_count if c)
     queued = [(q.read_ptr + k) % 5 for k in range(q.occupied)]
     for key, slot in enumerate(q.index):

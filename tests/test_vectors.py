@@ -13,12 +13,21 @@ from pathlib import Path
 import pytest
 
 from dataplane.queue import OlafQueue
-from tests.vectors.generate import build_all, outcome_of, queue_config
+from tests.vectors.generate import (
+    PENDING_DIR,
+    RTL_PENDING,
+    all_vector_files,
+    build_all,
+    outcome_of,
+    queue_config,
+    vector_path,
+)
 from worker_transport.codec import decode, encode
 from worker_transport.protocol import Outcome
 
 VECTORS = Path(__file__).parent / "vectors"
-FILES = sorted(VECTORS.glob("*.json"))
+FILES = all_vector_files(VECTORS)
+"""Every file, those under rtl_pending/ included: the software switch replays them all."""
 
 
 def load(path: Path) -> dict:
@@ -35,7 +44,39 @@ def test_files_are_what_the_generator_writes() -> None:
     built = build_all()
     assert sorted(built) == [f.stem for f in FILES]
     for f in FILES:
+        assert f == vector_path(f.stem, VECTORS), f"{f.name} is in the wrong folder: regenerate"
         assert load(f) == json.loads(json.dumps(built[f.stem])), f"{f.name} is stale: regenerate"
+
+
+def test_files_the_rtl_cannot_replay_are_out_of_its_sight() -> None:
+    """fpga/tb/test_rtl_vectors.py replays tests/vectors/*.json: a file setting a config field
+    the RTL lacks (cluster_quota) lives in rtl_pending/ until the RTL has it, and the RTL's
+    files use the config fields it reads and no other."""
+    rtl_reads = {"capacity", "values", "max_clusters", "max_blocks", "frac_bits", "mode", "threshold",
+                 "congestion_threshold"}  # fpga/tb/queue_bench.py config_from_vector
+    for f in sorted(VECTORS.glob("*.json")):
+        assert set(load(f)["config"]) == rtl_reads, f.name
+    pending = sorted(PENDING_DIR.glob("*.json"))
+    assert {f.stem for f in pending} == RTL_PENDING
+    for f in pending:
+        assert "cluster_quota" in load(f)["config"], f.name
+
+
+def test_quota_vectors_drop_for_the_quota_and_for_the_full_queue() -> None:
+    """DROPPED_FULL with room in the queue (queue_util < 255 on the ACK, which shows the
+    state the drop left unchanged) is the quota's; at 255 the queue's."""
+    by_cause: Counter[str] = Counter()
+    for f in FILES:
+        quota = load(f)["config"].get("cluster_quota")
+        for step in load(f)["steps"]:
+            out = None if step["out"] is None else bytes.fromhex(step["out"])
+            if outcome_of(out) == "DROPPED_FULL":
+                assert out is not None
+                cause = "full" if out[12] == 255 else "quota"  # byte 12: queue_util
+                assert cause == "full" or quota is not None, f"{f.name}: DROPPED_FULL with room, no quota"
+                by_cause[f"{cause} quota={quota is not None}"] += 1
+    assert by_cause["quota quota=True"] > 0 and by_cause["full quota=True"] > 0
+    assert by_cause["full quota=False"] > 0
 
 
 def test_every_outcome_and_response_kind_is_covered() -> None:
