@@ -84,6 +84,22 @@ def test_the_shaped_end_is_the_switch_port_facing_the_ps(name: str, switch: str,
     assert tb.ps_link_interface() == f"olafabc{switch}p{port}"
 
 
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--ps-link-limit", "64kb"], "--ps-link-limit needs --ps-link-rate"),
+    (["--ps-link-rate", "10mb"], "rate '10mb'"),
+    (["--ps-link-rate", "10mbit", "--ps-link-limit", "lots"], "limit 'lots'"),
+    (["--bmv2", "debug"], "--bmv2 picks the bmv2 build and needs --switch bmv2"),
+])
+def test_olaf_testbed_refuses_bad_bottleneck_and_build_options(
+        argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """One line on stderr and exit code 2, before anything is built."""
+    from olaf.cli import main
+
+    assert main(["testbed", "run", "star2", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1, err
+
+
 # -- on a veth ----------------------------------------------------------------------------
 
 RECEIVER = r"""
