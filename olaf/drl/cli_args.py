@@ -71,6 +71,66 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, duration: float,
                          help="any hyperparameter of the selected learner, e.g. algo.clip=0.2 "
                          "(repeatable; names in docs/learner.md)")
     add_policy_arguments(parser)
+    add_bottleneck_arguments(parser)
+
+
+def add_bottleneck_arguments(parser: argparse.ArgumentParser) -> None:
+    """The bottleneck toward the PS (DESIGN.md §7) and the clock the run keeps."""
+    from olaf.drl.bottleneck import PRESETS
+    from olaf.drl.config import CLOCKS
+
+    d = RunConfig()
+    group = parser.add_argument_group("bottleneck and clock (DESIGN.md §7, olaf.drl.bottleneck)")
+    group.add_argument("--bottleneck", choices=tuple(PRESETS), default=None, metavar="NAME",
+                       help="a named bottleneck: " + "; ".join(
+                           f"{name}: {p.emulates}" for name, p in PRESETS.items())
+                       + " (the flags below override its numbers)")
+    group.add_argument("--egress-rate", type=float, default=None, metavar="BYTES/S",
+                       help="C, the egress link toward the PS; DATA leaves at C/(36+4V) blocks/s "
+                       "(replaces --pull-rate)")
+    group.add_argument("--buffer-bytes", type=int, default=None, metavar="B",
+                       help="B, the queue's buffer: floor(B/(36+4V)) slots for olaf and fifo alike "
+                       "(replaces --capacity)")
+    group.add_argument("--propagation-us", type=float, default=None, metavar="US",
+                       help="one-way propagation delay of every link (virtual clock)")
+    group.add_argument("--uplink-rate", type=float, default=None, metavar="BYTES/S",
+                       help="each worker's own link rate, 0: no serialisation (virtual clock)")
+    group.add_argument("--clusters", type=int, default=d.clusters, metavar="K",
+                       help=f"training clusters: worker w in cluster w %% K (default {d.clusters})")
+    group.add_argument("--clock", choices=CLOCKS, default=d.clock,
+                       help="real: processes and sockets in wall time; virtual: one process, "
+                       f"simulated time for workers, links, switch and PS (default {d.clock})")
+    group.add_argument("--step-time-us", type=float, default=d.step_time_us, metavar="US",
+                       help=f"virtual clock: microseconds per env step (default {d.step_time_us:g})")
+    group.add_argument("--compute-time-us", type=float, default=d.compute_time_us, metavar="US",
+                       help="virtual clock: microseconds per gradient's loss and backward "
+                       f"(default {d.compute_time_us:g})")
+    group.add_argument("--heterogeneity", type=float, default=d.heterogeneity, metavar="SIGMA",
+                       help="virtual clock: sigma of each worker's lognormal speed factor "
+                       f"(default {d.heterogeneity:g})")
+
+
+def bottleneck_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """RunConfig keyword arguments of the bottleneck: a preset's numbers, then the flags."""
+    from olaf.drl.bottleneck import PRESETS
+
+    out: dict[str, Any] = {"clusters": args.clusters, "clock": args.clock,
+                           "step_time_us": args.step_time_us,
+                           "compute_time_us": args.compute_time_us,
+                           "heterogeneity": args.heterogeneity}
+    if args.bottleneck is not None:
+        p = PRESETS[args.bottleneck]
+        out.update(bottleneck=args.bottleneck, egress_rate=p.egress_rate,
+                   buffer_bytes=p.buffer_bytes, propagation_s=p.propagation_s,
+                   uplink_rate=p.uplink_rate)
+    for flag, key, scale in (("egress_rate", "egress_rate", 1.0),
+                             ("buffer_bytes", "buffer_bytes", 1),
+                             ("propagation_us", "propagation_s", 1e-6),
+                             ("uplink_rate", "uplink_rate", 1.0)):
+        value = getattr(args, flag)
+        if value is not None:
+            out[key] = value * scale
+    return out
 
 
 def add_policy_arguments(parser: argparse.ArgumentParser) -> None:
@@ -140,7 +200,7 @@ def config_from_args(args: argparse.Namespace, *, mode: str, seed: int,
                          target_reward=target, stop_at_target=stop_at_target, seed=seed,
                          algo=args.algo, algo_set=custom_settings(args), impact=impact,
                          learner=learner,
-                         **policies_from_args(args))
+                         **policies_from_args(args), **bottleneck_from_args(args))
     except ValueError as exc:
         usage_error(f"olaf: error: {exc}")
 

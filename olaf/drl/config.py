@@ -10,10 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from olaf.drl.boosting import BoostConfig
+from olaf.drl.bottleneck import PRESETS, block_bytes, blocks_per_second, slots_of
 from olaf.drl.staleness import StalenessConfig
 from worker_transport.policy import DEFAULT_FEEDBACK_TTL_MS
 from worker_transport.protocol import DEFAULT_FRAC_BITS, MAX_VALUES_P4
 
+CLOCKS = ("real", "virtual")
 AGGREGATIONS = ("plain", "staleness-aware")
 SCALINGS = ("fixed", "boost", "decay")
 ALGOS = ("impact", "a2c")
@@ -235,6 +237,40 @@ class RunConfig:
     max_restarts: int = 10
     """Restarts of dead worker processes a run tolerates before it ends with an error."""
 
+    # -- the bottleneck (DESIGN.md §7, olaf.drl.bottleneck) and the clock ---------------
+    bottleneck: str = ""
+    """The preset the bottleneck came from (``olaf.drl.bottleneck.PRESETS``); "" if none."""
+    egress_rate: float = 0.0
+    """C, bytes/s of the egress link toward the PS: DATA leaves at ``C / (36 + 4V)``
+    blocks/s, which replaces ``pull_rate`` (filled in here); 0: ``pull_rate`` is given."""
+    buffer_bytes: int = 0
+    """B, the queue's buffer in bytes: ``floor(B / (36 + 4V))`` slots for OLAF and FIFO
+    alike, which replaces ``capacity`` (filled in here); 0: ``capacity`` is given."""
+    propagation_s: float = 0.0
+    """One-way propagation delay of every link (virtual clock; real clock: loopback)."""
+    uplink_rate: float = 0.0
+    """Bytes/s of each worker's own link: its UPDATEs serialise at this rate, and the
+    weights come back over it (virtual clock); 0: no serialisation delay."""
+    clusters: int = 1
+    """K training clusters (tenants): worker ``w`` is in cluster ``w % K``; OLAF merges
+    within a cluster only and holds one slot per (cluster, block)."""
+    clock: str = "real"
+    """``real``: processes and sockets in wall time (olaf.drl.local); ``virtual``: one
+    process, every worker, link, the switch and the PS in simulated time
+    (olaf.drl.simulated); ``duration`` and every reported time are then simulated."""
+    step_time_us: float = 100.0
+    """Virtual clock: simulated microseconds per environment step of a worker (before its
+    heterogeneity factor): a CartPole step with the policy's forward pass on one core is
+    of this order here (IMPACT's 4 x 32-step rollout: 12.8 ms)."""
+    compute_time_us: float = 5000.0
+    """Virtual clock: simulated microseconds a worker spends on the loss and backward pass
+    of one gradient (before its heterogeneity factor)."""
+    heterogeneity: float = 0.25
+    """Virtual clock: sigma of each worker's lognormal speed factor (drawn from the seed);
+    0: identical workers."""
+    jitter: float = 0.05
+    """Virtual clock: sigma of a lognormal factor drawn per turn (0: none)."""
+
     def __post_init__(self) -> None:
         checks = [
             (self.aggregation in AGGREGATIONS, f"aggregation must be one of {AGGREGATIONS}"),
@@ -264,6 +300,35 @@ class RunConfig:
         for ok, message in checks:
             if not ok:
                 raise ValueError(message)
+        self._bottleneck()
+
+    def _bottleneck(self) -> None:
+        """Check the bottleneck block and derive ``capacity``/``pull_rate`` from B and C."""
+        checks = [
+            (self.bottleneck == "" or self.bottleneck in PRESETS,
+             f"bottleneck must be one of {tuple(PRESETS)}"),
+            (self.egress_rate >= 0, "egress_rate must be >= 0 bytes/s"),
+            (self.buffer_bytes >= 0, "buffer_bytes must be >= 0"),
+            (self.buffer_bytes == 0 or 1 <= slots_of(self.buffer_bytes, self.values) <= 65535,
+             f"buffer_bytes must hold 1..65535 blocks of {block_bytes(self.values)} bytes"),
+            (self.propagation_s >= 0, "propagation_s must be >= 0"),
+            (self.uplink_rate >= 0, "uplink_rate must be >= 0 bytes/s"),
+            (1 <= self.clusters <= min(self.workers, 65535) or self.clusters == 1,
+             "clusters must be 1..workers"),
+            (self.clock in CLOCKS, f"clock must be one of {CLOCKS}"),
+            (self.step_time_us > 0 and self.compute_time_us >= 0,
+             "step_time_us must be > 0 and compute_time_us >= 0"),
+            (self.heterogeneity >= 0 and self.jitter >= 0, "heterogeneity and jitter must be >= 0"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(message)
+        # Frozen: the derived fields are set here, so everything that reads capacity and
+        # pull_rate (queue, receiver, display, summary) sees the bottleneck.
+        if self.buffer_bytes:
+            object.__setattr__(self, "capacity", slots_of(self.buffer_bytes, self.values))
+        if self.egress_rate:
+            object.__setattr__(self, "pull_rate", blocks_per_second(self.egress_rate, self.values))
 
     @property
     def workers_use_p_s(self) -> bool:

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from olaf.drl.bottleneck import Figures
 from olaf.drl.results import Snapshot
 
 LINE_PERIOD = 5.0
@@ -41,7 +42,9 @@ class Progress:
     """Call with each ``Snapshot``; use as a context manager around the run."""
 
     def __init__(self, title: str, duration: float, console: Console | None = None,
-                 total_steps: int | None = None) -> None:
+                 total_steps: int | None = None, link: Figures | None = None) -> None:
+        """``link``: the run's bottleneck, for the live rho and D (DESIGN.md §7)."""
+        self.link = link
         self.title = title
         self.duration = duration
         self.total_steps = total_steps
@@ -83,7 +86,16 @@ class Progress:
         table.add_row("P_s (last 0.5 s)", _fmt(snap.p_s_mean, 3))
         table.add_row("outcomes", _outcomes(snap) or "-")
         table.add_row("workers", f"{snap.active_workers} active, {snap.restarts} process restarts")
+        if self.link is not None:
+            table.add_row("bottleneck", self._link(snap))
         return table
+
+    def _link(self, snap: Snapshot) -> str:
+        """C, B, D and the oversubscription of every update the workers made so far."""
+        link = self.link
+        offered = link.offered(snap.updates_sent + snap.updates_skipped, snap.elapsed)
+        return (f"C {link.egress_rate / 1e6:,.3f} MB/s, B {link.buffer_bytes / 1e3:,.1f} KB, "
+                f"D {link.depth:.2f} gradients, rho {_fmt(link.rho(offered), 2)}")
 
     def __call__(self, snap: Snapshot) -> None:
         if self._live is not None:
@@ -96,7 +108,9 @@ class Progress:
                   f"v={snap.model_version} updates sent={snap.updates_sent:,} "
                   f"skipped={snap.updates_skipped:,} probes={snap.updates_probes:,} "
                   f"P_s={_fmt(snap.p_s_mean, 3)} workers={snap.active_workers} "
-                  f"restarts={snap.restarts} {_outcomes(snap)}", file=sys.stdout, flush=True)
+                  f"restarts={snap.restarts} {_outcomes(snap)}"
+                  + (f" | {self._link(snap)}" if self.link is not None else ""),
+                  file=sys.stdout, flush=True)
 
 
 SUMMARY_ROWS = (
@@ -141,6 +155,14 @@ SUMMARY_ROWS = (
     ("worker-seconds", "worker_seconds", 1),
     ("mean active workers", "mean_active_workers", 2),
     ("detector overhead (share of round)", "detector_overhead_share", 4),
+    ("clock", "clock", 0),
+    ("bottleneck preset", "bottleneck", 0),
+    ("egress rate C (bytes/s)", "egress_rate", 0),
+    ("buffer B (bytes)", "buffer_bytes", 0),
+    ("depth D (gradients)", "depth_gradients", 2),
+    ("oversubscription rho (offered / C)", "rho", 2),
+    ("clusters", "clusters", 0),
+    ("weights to workers", "weights_downlink", 0),
 )
 
 

@@ -123,7 +123,7 @@ class LocalProcesses:
         self.apply = PsApply(ps, self.policies, self.rewards)
         self.apply.data = result.data  # a resumed run's log goes on
         self.board = WeightBoard(len(ps.params))
-        qcfg = QueueConfig(capacity=cfg.capacity, values=cfg.values, max_clusters=1,
+        qcfg = QueueConfig(capacity=cfg.capacity, values=cfg.values, max_clusters=cfg.clusters,
                            max_blocks=ps.num_blocks, frac_bits=cfg.frac_bits,
                            mode=Mode.OLAF if cfg.mode == "olaf" else Mode.FIFO)
         self.switch = UdpSwitch(OlafQueue(qcfg), "127.0.0.1", 0)

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from olaf.drl.bottleneck import figures
 from olaf.drl.config import RunConfig
 
 
@@ -178,7 +179,29 @@ class RunResult:
             "max_workers": cfg.max_workers or cfg.workers,
             "active_workers": self.active_workers,
             "error": self.error or None,
+            **self.bottleneck_keys(sent + skipped),
             **self.policies,
+        }
+
+    def bottleneck_keys(self, updates: int) -> dict[str, Any]:
+        """The bottleneck as run (DESIGN.md §7): C, B, D, K, the clock, and the measured
+        oversubscription rho (every update a worker made, sent or skipped, over C)."""
+        cfg = self.config
+        fig = figures(cfg.capacity, cfg.pull_rate, cfg.values, max(self.num_blocks, 1))
+        offered = fig.offered(updates, self.wall_time)
+        return {
+            "clock": "simulated" if cfg.clock == "virtual" else "real",
+            "bottleneck": cfg.bottleneck or None,
+            "egress_rate": fig.egress_rate,
+            "buffer_bytes": fig.buffer_bytes,
+            "depth_gradients": fig.depth,
+            "offered_bytes_per_s": offered,
+            "rho": fig.rho(offered),
+            "clusters": cfg.clusters,
+            "propagation_us": cfg.propagation_s * 1e6,
+            "uplink_rate": cfg.uplink_rate,
+            "weights_downlink": ("modelled delay: model bytes over the uplink rate + propagation"
+                                 if cfg.clock == "virtual" else "shared memory"),
         }
 
 

@@ -16,11 +16,13 @@ from typing import Any
 import numpy as np
 
 from olaf.algorithm import Gradient, Worker
+from olaf.drl.bottleneck import cluster_of
 from olaf.drl.config import RunConfig
 from olaf.drl.learners import make_worker
+from worker_transport.aom import wall_clock_us
 from worker_transport.policy import AlwaysSend, OlafPolicy
 from worker_transport.sender import Sender
-from worker_transport.transport import UdpTransport
+from worker_transport.transport import Transport, UdpTransport
 
 GENERATION_STRIDE = 1 << 20
 """Seed distance between generations of worker processes (``worker_seed``)."""
@@ -39,15 +41,19 @@ def worker_seed(seed: int, worker_id: int, generation: int) -> int:
     return seed * 1000 + worker_id + GENERATION_STRIDE * generation
 
 
-def build_worker(cfg: RunConfig, worker_id: int, seed: int, switch_address: tuple[str, int],
-                 newest: NewestWeights) -> tuple[Worker, Sender]:
-    """Logical worker ``worker_id`` of the run and the ``Sender`` of its own socket."""
+def build_worker(cfg: RunConfig, worker_id: int, seed: int, switch_address: tuple[str, int] | None,
+                 newest: NewestWeights, *, transport: Transport | None = None,
+                 clock: Callable[[], int] = wall_clock_us) -> tuple[Worker, Sender]:
+    """Logical worker ``worker_id`` of the run and the ``Sender`` of its own socket
+    (``transport``: another way to the switch than a UDP socket to ``switch_address``, on
+    the Sender's ``clock``, as the virtual clock's simulated links)."""
     policy = (OlafPolicy(feedback_ttl_ms=cfg.feedback_ttl_ms) if cfg.workers_use_p_s
               else AlwaysSend())
     # Ray hands the address over as a list.
-    sender = Sender(UdpTransport(tuple(switch_address)), cluster_id=0, worker_id=worker_id,
+    sender = Sender(transport or UdpTransport(tuple(switch_address)),
+                    cluster_id=cluster_of(worker_id, cfg.clusters), worker_id=worker_id,
                     values=cfg.values, frac_bits=cfg.frac_bits, policy=policy, seed=seed,
-                    ack_thread=False, shuffle_blocks=cfg.shuffle_blocks)
+                    ack_thread=False, shuffle_blocks=cfg.shuffle_blocks, clock=clock)
     worker = make_worker(cfg, worker_id, seed)
     # IMPACT, and staleness-aware aggregation when its config asks, compute the loss on
     # the newest weights, which may have come in while the worker acted.
