@@ -57,7 +57,8 @@ class Gradient:
     """One worker gradient, ready to send."""
 
     flat: np.ndarray
-    """Clipped gradient, float32, model parameter order."""
+    """Clipped gradient (or, from an algorithm with a ``local_update``, the parameter delta
+    ``before - after``), float32, model parameter order."""
     norm: float
     """L2 norm before clipping."""
     model_version: int
@@ -154,6 +155,15 @@ class Algorithm(ABC):
     def clip_groups(self, model: nn.Module) -> list[ClipGroup]:
         """Gradient clipping; none by default."""
         return []
+
+    def local_update(self, model: nn.Module, batch: Any) -> tuple[np.ndarray, dict[str, float]] | None:
+        """Optional: improve ``model`` on ``batch`` with an optimiser of the worker's own
+        (several epochs, as PPO does) and return (the parameter delta ``before - after`` to
+        send in place of a gradient, statistics), leaving ``model``'s weights as they were.
+        None (the default): the worker sends the clipped gradient of ``loss``. A parameter
+        server that applies the delta with SGD at learning rate 1 moves to the locally
+        improved weights (docs/learner.md)."""
+        return None
 
     def curvature_sample(self, batch: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         """(observations, discrete actions, advantages) of a batch after its loss, for the
@@ -260,8 +270,24 @@ class Worker:
             fresh = self.refresh(self.model_version)
             if fresh is not None:
                 self.load_weights(*fresh)
+        local = self.algorithm.local_update(self.model, experience.batch)
+        if local is None:
+            flat, norm, stats = self._gradient(experience.batch)
+        else:
+            flat, stats = local
+            norm = float(np.linalg.norm(flat))
+        if self.refresh is not None:
+            stats["refresh_versions"] = float(self.model_version - acted_version)
+        self.total_steps += experience.steps
+        self.last_rollout = self.algorithm.curvature_sample(experience.batch)
+        return Gradient(flat=flat, norm=norm, model_version=self.model_version,
+                        reward=self.reward, steps=experience.steps, episodes=experience.episodes,
+                        stats=stats)
+
+    def _gradient(self, batch: Any) -> tuple[np.ndarray, float, dict[str, float]]:
+        """The clipped gradient of the algorithm's loss, its norm before clipping, statistics."""
         self.model.zero_grad(set_to_none=True)
-        loss, stats = self.algorithm.loss(self.model, experience.batch)
+        loss, stats = self.algorithm.loss(self.model, batch)
         loss.backward()
         stats = dict(stats)
         grads = [p.grad.reshape(-1) for p in self.model.parameters() if p.grad is not None]
@@ -269,13 +295,7 @@ class Worker:
         for group in self.algorithm.clip_groups(self.model):
             stats[f"{group.name}_grad_norm"] = float(
                 torch.nn.utils.clip_grad_norm_(group.parameters, group.max_norm))
-        if self.refresh is not None:
-            stats["refresh_versions"] = float(self.model_version - acted_version)
-        self.total_steps += experience.steps
-        self.last_rollout = self.algorithm.curvature_sample(experience.batch)
-        return Gradient(flat=flat_gradient(self.model), norm=norm, model_version=self.model_version,
-                        reward=self.reward, steps=experience.steps, episodes=experience.episodes,
-                        stats=stats)
+        return flat_gradient(self.model), norm, stats
 
 
 # -- a ready experience source ------------------------------------------------------------

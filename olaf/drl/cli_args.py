@@ -8,8 +8,8 @@ from dataclasses import replace
 from typing import Any, NoReturn
 
 from olaf.drl.boosting import BoostConfig
-from olaf.drl.config import AGGREGATIONS, ALGOS, SCALINGS, A2CConfig, ImpactConfig, RunConfig
-from olaf.drl.settings import parse_set
+from olaf.drl.config import AGGREGATIONS, ALGOS, SCALINGS, A2CConfig, ImpactConfig, PsConfig, RunConfig
+from olaf.drl.settings import parse_set, split_settings, with_settings
 from olaf.drl.staleness import StalenessConfig
 
 TARGET_HELP = ("greedy-evaluation mean return that ends the run (default: the environment's "
@@ -68,7 +68,8 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, duration: float,
                          help=f"hidden layer width (default {ImpactConfig().hidden})")
     learner.add_argument("--set", action="append", default=[], metavar="algo.NAME=VALUE",
                          dest="algo_set",
-                         help="any hyperparameter of the selected learner, e.g. algo.clip=0.2 "
+                         help="any hyperparameter of the selected learner, e.g. algo.clip=0.2, "
+                         "or of the parameter server, e.g. ps.aggregate=sum, ps.optimizer=sgd "
                          "(repeatable; names in docs/learner.md)")
     add_policy_arguments(parser)
     add_bottleneck_arguments(parser)
@@ -189,7 +190,9 @@ def config_from_args(args: argparse.Namespace, *, mode: str, seed: int,
     """A RunConfig, or exit 2 with a one-line message on bad values. ``always_send``:
     workers send every update in olaf mode too (the OLAF queue without P_s)."""
     try:
-        impact, learner = algo_configs(args)
+        algo_items, ps_items = split_settings(args.algo_set)
+        impact, learner = algo_configs(args, algo_items)
+        ps = with_settings(PsConfig(), ps_items, "ps.")
         return RunConfig(env_id=args.env, workers=args.workers, processes=args.processes,
                          mode=mode, always_send=always_send,
                          feedback_ttl_ms=args.feedback_ttl_ms,
@@ -198,14 +201,14 @@ def config_from_args(args: argparse.Namespace, *, mode: str, seed: int,
                          duration=args.duration, total_steps=args.total_steps,
                          eval_every=args.eval_every, eval_episodes=args.eval_episodes,
                          target_reward=target, stop_at_target=stop_at_target, seed=seed,
-                         algo=args.algo, algo_set=custom_settings(args), impact=impact,
-                         learner=learner,
+                         algo=args.algo, algo_set=custom_settings(args, algo_items),
+                         impact=impact, learner=learner, ps=ps,
                          **policies_from_args(args), **bottleneck_from_args(args))
     except ValueError as exc:
         usage_error(f"olaf: error: {exc}")
 
 
-def algo_configs(args: argparse.Namespace) -> tuple[ImpactConfig, A2CConfig]:
+def algo_configs(args: argparse.Namespace, items: list[str]) -> tuple[ImpactConfig, A2CConfig]:
     """The two learners' configurations, the selected one with the flags and ``--set`` applied."""
     common: dict[str, Any] = {}
     if args.lr is not None:
@@ -220,15 +223,15 @@ def algo_configs(args: argparse.Namespace) -> tuple[ImpactConfig, A2CConfig]:
     if args.algo == "impact":
         if args.envs_per_worker is not None:
             common["envs_per_worker"] = args.envs_per_worker
-        impact = replace(impact, **{**common, **parse_set(args.algo_set, impact)})
+        impact = replace(impact, **{**common, **parse_set(items, impact)})
     else:
         if args.envs_per_worker is not None:
             raise ValueError("--envs-per-worker is an option of --algo impact")
-        a2c = replace(a2c, **{**common, **parse_set(args.algo_set, a2c)})
+        a2c = replace(a2c, **{**common, **parse_set(items, a2c)})
     return impact, a2c
 
 
-def custom_settings(args: argparse.Namespace) -> tuple[str, ...]:
+def custom_settings(args: argparse.Namespace, items: list[str]) -> tuple[str, ...]:
     """``--lr``, ``--hidden`` and ``--set`` as ``algo.NAME=VALUE`` items of a ``MODULE:CLASS``
     algorithm (checked against its ``Config`` by ``check_env``); () for the built-in ones."""
     if args.algo in ALGOS:
@@ -236,7 +239,7 @@ def custom_settings(args: argparse.Namespace) -> tuple[str, ...]:
     shortcuts = [f"algo.{name}={value}" for name, value in (("learning_rate", args.lr),
                                                             ("hidden", args.hidden))
                  if value is not None]
-    return (*shortcuts, *args.algo_set)
+    return (*shortcuts, *items)
 
 
 def resolve_target(args: argparse.Namespace) -> float | None:

@@ -17,6 +17,8 @@ from worker_transport.protocol import DEFAULT_FRAC_BITS, MAX_VALUES_P4
 
 CLOCKS = ("real", "virtual")
 AGGREGATIONS = ("plain", "staleness-aware")
+PS_AGGREGATES = ("mean", "sum")
+PS_OPTIMIZERS = ("adam", "sgd", "rmsprop")
 SCALINGS = ("fixed", "boost", "decay")
 ALGOS = ("impact", "a2c")
 
@@ -117,6 +119,17 @@ class ImpactConfig:
     """Rewards are multiplied by this in the loss (not in the returns reported): the
     critic's targets then stay near unit scale when rewards are large, as for Pendulum-v1
     (CleanRL's continuous PPO normalises rewards for the same reason)."""
+    epochs: int = 1
+    """1: the worker sends the gradient of one loss (IMPACT). More: the worker runs PPO's
+    epochs on its rollout with an Adam of its own (``local_learning_rate``, ``minibatches``
+    per epoch, advantages and V-trace targets computed once before the epochs, as PPO does)
+    and sends the parameter delta, which a PS with ``ps.optimizer=sgd`` and
+    ``ps.learning_rate=1`` applies as it is (rl-baselines3-zoo's PPO: 4 epochs for
+    LunarLander; the delta is what DD-PPO-style and federated learners exchange)."""
+    minibatches: int = 4
+    """Minibatches per local epoch (with ``epochs > 1``)."""
+    local_learning_rate: float = 3e-4
+    """The worker's own Adam step size for the local epochs (rl-baselines3-zoo PPO: 3e-4)."""
 
     def __post_init__(self) -> None:
         checks = [
@@ -124,6 +137,8 @@ class ImpactConfig:
             (self.rollout_steps >= 1, "rollout_steps must be >= 1"),
             (self.envs_per_worker >= 1, "envs_per_worker must be >= 1"),
             (self.reward_scale > 0, "reward_scale must be > 0"),
+            (self.epochs >= 1 and self.minibatches >= 1, "epochs and minibatches must be >= 1"),
+            (self.local_learning_rate > 0, "local_learning_rate must be > 0"),
             (0.0 < self.gamma <= 1.0, "gamma must be in (0, 1]"),
             (0.0 <= self.vtrace_lambda <= 1.0, "vtrace_lambda must be in [0, 1]"),
             (self.rho_bar > 0 and self.c_bar > 0, "rho_bar and c_bar must be > 0"),
@@ -136,6 +151,48 @@ class ImpactConfig:
              "adam_betas must be two values in [0, 1)"),
             (self.adam_eps > 0, "adam_eps must be > 0"),
             (self.reward_window >= 1, "reward_window must be >= 1"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(message)
+
+
+@dataclass(frozen=True)
+class PsConfig:
+    """How the parameter server turns a DATA block into a step (docs/learner.md); set with
+    ``olaf run --set ps.NAME=VALUE``.
+
+    A DATA block carries the mean of the ``agg_count`` worker updates the switch summed
+    into it (the receiver divides by agg_count). What that block is worth is a choice:
+    A3C applies every worker's gradient (so k merged gradients are worth k steps, i.e.
+    their sum), SwitchML sums in the network and the host divides (the mean). With Adam
+    the choice hardly matters (Adam is invariant to the gradient's scale, so merging buys
+    noise reduction only); with SGD or RMSProp it decides whether a merge moves the weights
+    k times as far."""
+
+    aggregate: str = "mean"
+    """``mean``: a block of agg_count k is one step with the mean of its k updates;
+    ``sum``: one step with their sum (k times the mean), as if each had been applied."""
+    optimizer: str = "adam"
+    """``adam`` (per-block bias correction, the learner's betas and eps), ``sgd`` (plain,
+    with ``momentum``), or ``rmsprop`` (A3C's shared RMSProp: ``alpha``, ``rmsprop_eps``)."""
+    learning_rate: float = 0.0
+    """Step size; 0 takes the learner's ``learning_rate``."""
+    momentum: float = 0.0
+    """SGD momentum (0: plain SGD)."""
+    alpha: float = 0.99
+    """RMSProp's squared-gradient decay (A3C, Mnih et al. 2016: 0.99)."""
+    rmsprop_eps: float = 0.1
+    """RMSProp's denominator epsilon (A3C's shared RMSProp: 0.1)."""
+
+    def __post_init__(self) -> None:
+        checks = [
+            (self.aggregate in PS_AGGREGATES, f"ps.aggregate must be one of {PS_AGGREGATES}"),
+            (self.optimizer in PS_OPTIMIZERS, f"ps.optimizer must be one of {PS_OPTIMIZERS}"),
+            (self.learning_rate >= 0, "ps.learning_rate must be >= 0"),
+            (0.0 <= self.momentum < 1.0, "ps.momentum must be in [0, 1)"),
+            (0.0 <= self.alpha < 1.0, "ps.alpha must be in [0, 1)"),
+            (self.rmsprop_eps > 0, "ps.rmsprop_eps must be > 0"),
         ]
         for ok, message in checks:
             if not ok:
@@ -213,6 +270,8 @@ class RunConfig:
     """Hyperparameters of the IMPACT learner."""
     learner: A2CConfig = field(default_factory=A2CConfig)
     """Hyperparameters of the A2C learner."""
+    ps: PsConfig = field(default_factory=PsConfig)
+    """How the parameter server applies DATA: aggregate and optimizer."""
     aggregation: str = "plain"
     """PS policy: ``plain`` applies each DATA block as it arrives; ``staleness-aware``
     holds and weights blocks by staleness (olaf.drl.staleness) and makes workers use the

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from olaf.algorithm import initial_model, load_flat_parameters
-from olaf.drl.learners import make_algorithm
+from olaf.algorithm import load_flat_parameters
+from olaf.drl.learners import run_model
 
 EVAL_SEED_OFFSET = 1_000_003
 """Evaluation environments are seeded apart from every worker's (``seed * 1000 + w``)."""
@@ -90,7 +90,7 @@ class Evaluator:
 
     def __init__(self, cfg: Any) -> None:
         self.cfg = cfg
-        self.model = initial_model(make_algorithm(cfg), cfg.env_id, cfg.seed)
+        self.model = run_model(cfg)
         self.count = 0
 
     def evaluate(self, weights: np.ndarray) -> tuple[float, float]:

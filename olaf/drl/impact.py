@@ -24,6 +24,15 @@ with Adam (olaf.drl.server). One gradient is made in three steps:
    The actor's and the critic's gradients are clipped to their own L2 norms (they are
    separate networks, olaf.drl.model), and the two are sent as one flat vector.
 
+4. **Local epochs** (``epochs > 1``, off by default): instead of one gradient, the worker
+   runs PPO's update on its rollout with an Adam of its own: V-trace targets and
+   advantages once at theta, then ``epochs`` passes of ``minibatches`` shuffled
+   minibatches of the same surrogate, each clipped per network; it sends the parameter
+   delta ``theta - theta'`` and returns to theta (the PS's weights) to act. A parameter
+   server with ``ps.optimizer=sgd``, ``ps.learning_rate=1`` applies it as it is; merged
+   deltas are averaged (``ps.aggregate=mean``). More optimizer steps per env step: the
+   PS's single Adam step per block caps the full-model updates at pull rate / blocks.
+
 Time limits are not terminal states: a truncated episode's last reward is bootstrapped
 with ``gamma * V(final observation)``.
 
@@ -51,6 +60,8 @@ from olaf.algorithm import (
     VectorActor,
     Worker,
     discrete_sample,
+    flat_parameters,
+    load_flat_parameters,
     parameters_of,
 )
 from olaf.drl.config import ImpactConfig
@@ -110,11 +121,10 @@ def clipped_surrogate(log_probs: torch.Tensor, behaviour_log_probs: torch.Tensor
     return -torch.min(unclipped, clipped).mean()
 
 
-def impact_loss(model: ActorCritic, rollout: Rollout,
-                cfg: ImpactConfig) -> tuple[torch.Tensor, dict[str, float], np.ndarray]:
-    """The loss at ``model``'s weights (theta), its statistics and the advantages (T, N)."""
-    obs = torch.from_numpy(rollout.obs)
-    actor_out, values = model(obs)
+def vtrace_targets(model: ActorCritic, rollout: Rollout, cfg: ImpactConfig, log_probs: torch.Tensor,
+                   values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """V-trace's value targets ``v_s`` and advantages (T, N) of ``rollout`` at ``model``'s
+    weights, whose log-probabilities and values of the rollout's steps are given."""
     rewards = torch.from_numpy(rollout.rewards) * cfg.reward_scale
     with torch.no_grad():
         bootstrap = model.value(torch.from_numpy(rollout.last_obs)).squeeze(-1)
@@ -122,12 +132,18 @@ def impact_loss(model: ActorCritic, rollout: Rollout,
             rewards[t, i] += cfg.gamma * float(model.value(torch.from_numpy(final)))
     done = torch.from_numpy(rollout.terminated | rollout.truncated)
     discounts = cfg.gamma * (~done).float()
-    dist = model.distribution(actor_out)
-    log_probs = dist.log_prob(torch.from_numpy(rollout.actions))
     behaviour = torch.from_numpy(rollout.behaviour_log_probs)
-    vs, advantages = vtrace(log_probs.detach() - behaviour, discounts, rewards, values.detach(),
-                            bootstrap, rho_bar=cfg.rho_bar, c_bar=cfg.c_bar, lam=cfg.vtrace_lambda)
-    adv = advantages
+    return vtrace(log_probs.detach() - behaviour, discounts, rewards, values.detach(),
+                  bootstrap, rho_bar=cfg.rho_bar, c_bar=cfg.c_bar, lam=cfg.vtrace_lambda)
+
+
+def surrogate_loss(model: ActorCritic, obs: torch.Tensor, actions: torch.Tensor,
+                   behaviour: torch.Tensor, adv: torch.Tensor, vs: torch.Tensor,
+                   cfg: ImpactConfig) -> tuple[torch.Tensor, dict[str, float]]:
+    """Clipped surrogate + critic error to ``vs`` - entropy bonus on these steps."""
+    actor_out, values = model(obs)
+    dist = model.distribution(actor_out)
+    log_probs = dist.log_prob(actions)
     if cfg.normalize_advantages and adv.numel() > 1:
         adv = (adv - adv.mean()) / (adv.std() + 1e-8)
     policy_loss = clipped_surrogate(log_probs, behaviour, adv, cfg.clip)
@@ -143,6 +159,20 @@ def impact_loss(model: ActorCritic, rollout: Rollout,
             "clip_fraction": float(((log_ratio.exp() - 1).abs() > cfg.clip).float().mean()),
             "approx_kl": float(((log_ratio.exp() - 1) - log_ratio).mean()),
         }
+    return loss, stats
+
+
+def impact_loss(model: ActorCritic, rollout: Rollout,
+                cfg: ImpactConfig) -> tuple[torch.Tensor, dict[str, float], np.ndarray]:
+    """The loss at ``model``'s weights (theta), its statistics and the advantages (T, N)."""
+    obs = torch.from_numpy(rollout.obs)
+    actions = torch.from_numpy(rollout.actions)
+    with torch.no_grad():
+        actor_out, values = model(obs)
+        log_probs = model.distribution(actor_out).log_prob(actions)
+    vs, advantages = vtrace_targets(model, rollout, cfg, log_probs, values)
+    loss, stats = surrogate_loss(model, obs, actions, torch.from_numpy(rollout.behaviour_log_probs),
+                                 advantages, vs, cfg)
     return loss, stats, advantages.numpy()
 
 
@@ -169,6 +199,11 @@ class Impact(Algorithm):
     refresh_before_loss = True
     config: ImpactConfig
 
+    def __init__(self, config: ImpactConfig | None = None) -> None:
+        super().__init__(config)
+        self.optimizer: torch.optim.Optimizer | None = None
+        """The worker's own Adam for the local epochs (``epochs > 1``)."""
+
     def make_model(self, observation_space: gym.Space, action_space: gym.Space) -> ActorCritic:
         return ActorCritic.for_spaces(observation_space, action_space, self.config.hidden)
 
@@ -187,6 +222,49 @@ class Impact(Algorithm):
 
     def curvature_sample(self, batch: Rollout) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         return discrete_sample(batch)
+
+    def local_update(self, model: ActorCritic,
+                     batch: Rollout) -> tuple[np.ndarray, dict[str, float]] | None:
+        """With ``epochs > 1``: PPO's epochs on this rollout at the worker (see the module
+        doc, step 4); the parameter delta goes to the switch instead of a gradient."""
+        cfg = self.config
+        if cfg.epochs <= 1:
+            return None
+        if self.optimizer is None or self.optimizer.param_groups[0]["params"][0] is not next(
+                iter(model.parameters())):
+            # Kept across rollouts, as PPO keeps its Adam: the model object stays the same,
+            # only its weights are replaced by the PS's.
+            self.optimizer = torch.optim.Adam(model.parameters(), lr=cfg.local_learning_rate,
+                                              eps=cfg.adam_eps)
+        before = flat_parameters(model)
+        obs = torch.from_numpy(batch.obs)
+        actions = torch.from_numpy(batch.actions)
+        with torch.no_grad():
+            actor_out, values = model(obs)
+            log_probs = model.distribution(actor_out).log_prob(actions)
+        vs, advantages = vtrace_targets(model, batch, cfg, log_probs, values)
+        batch.advantages = advantages.numpy()
+        steps = advantages.numel()
+        flat = {"obs": obs.reshape(steps, *obs.shape[2:]),
+                "actions": actions.reshape(steps, *actions.shape[2:]),
+                "behaviour": torch.from_numpy(batch.behaviour_log_probs).reshape(steps),
+                "adv": advantages.reshape(steps), "vs": vs.reshape(steps)}
+        size = max(1, steps // cfg.minibatches)
+        stats: dict[str, float] = {}
+        for _ in range(cfg.epochs):
+            order = torch.randperm(steps)
+            for lo in range(0, steps - size + 1, size):
+                mb = order[lo:lo + size]
+                loss, stats = surrogate_loss(model, flat["obs"][mb], flat["actions"][mb],
+                                             flat["behaviour"][mb], flat["adv"][mb], flat["vs"][mb], cfg)
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                actor, critic = clip_grad_norms(model, cfg.actor_max_grad_norm, cfg.critic_max_grad_norm)
+                self.optimizer.step()
+        stats = {**stats, "actor_grad_norm": actor, "critic_grad_norm": critic}
+        delta = before - flat_parameters(model)
+        load_flat_parameters(model, before)  # the worker keeps acting with the PS's weights
+        return delta, stats
 
 
 class ImpactWorker(Worker):

@@ -8,10 +8,13 @@ import os
 import sys
 from typing import Any
 
-from olaf.algorithm import Algorithm, Worker
+from torch import nn
+
+from olaf.algorithm import Algorithm, Worker, flat_parameters, initial_model
 from olaf.drl.a2c import A2C
 from olaf.drl.config import ALGOS, RunConfig
 from olaf.drl.impact import Impact
+from olaf.drl.server import ParameterServer
 from olaf.drl.settings import with_settings
 
 
@@ -64,3 +67,13 @@ def make_algorithm(cfg: RunConfig) -> Algorithm:
 def make_worker(cfg: RunConfig, worker_id: int, seed: int) -> Worker:
     """One logical worker of the run: the platform's ``Worker`` carrying its algorithm."""
     return Worker(make_algorithm(cfg), cfg.env_id, worker_id, seed)
+
+
+def run_model(cfg: RunConfig) -> nn.Module:
+    """The run's model at its first weights, built as every process of the run builds it."""
+    return initial_model(make_algorithm(cfg), cfg.env_id, cfg.seed)
+
+
+def parameter_server(cfg: RunConfig, model: nn.Module) -> ParameterServer:
+    """The run's parameter server, starting from ``model``'s weights."""
+    return ParameterServer(flat_parameters(model), algo_config(cfg), cfg.values, cfg.ps)

@@ -54,7 +54,6 @@ import torch
 from control_plane.threshold import ThresholdLoop
 from dataplane.queue import OlafQueue, QueueConfig
 from dataplane.switch import UdpSwitch
-from olaf.algorithm import initial_model
 from olaf.drl.checkpoint import Checkpoint, restore_metrics, restore_rng, save_run
 from olaf.drl.children import Child, SharedFlag, evaluator_main, worker_main
 from olaf.drl.config import RunConfig
@@ -62,7 +61,7 @@ from olaf.drl.controller import RecentRewards, embedded_setter
 from olaf.drl.core import PsApply, Status, TrainingLoop, finish_returns, real_clock
 from olaf.drl.elastic import ElasticAoM, WorkerControl, change_active, worker_bits
 from olaf.drl.evaluation import Evaluator
-from olaf.drl.learners import algo_config, make_algorithm
+from olaf.drl.learners import parameter_server, run_model
 from olaf.drl.policies import RunPolicies
 from olaf.drl.results import RunFailed, RunResult, Snapshot
 from olaf.drl.server import ParameterServer
@@ -374,8 +373,7 @@ def run_experiment(
     max_workers = cfg.max_workers or cfg.workers
     if max_workers < cfg.workers:
         raise ValueError(f"max_workers ({max_workers}) must be >= workers ({cfg.workers})")
-    model = initial_model(make_algorithm(cfg), cfg.env_id, cfg.seed)
-    ps = ParameterServer(model.flat_parameters(), algo_config(cfg), cfg.values)
+    ps = parameter_server(cfg, run_model(cfg))
     result = RunResult(cfg, num_parameters=len(ps.params), num_blocks=ps.num_blocks)
     offset, generation = 0.0, 0
     if resume is not None:

@@ -74,7 +74,7 @@ class RunPolicies:
             if b >= self.ps.num_blocks:
                 self.foreign_blocks += 1
             elif self.aggregator is None:
-                self.ps.apply_block(b, values[i])
+                self.ps.apply_block(b, values[i], agg_count=a)
             else:
                 for release in self.aggregator.offer(b, values[i], a, m, current_version):
                     self.ps.apply_block(release.block_id, release.gradient, release.lr_scale)

@@ -20,14 +20,12 @@ import torch
 
 from dataplane.queue import OlafQueue, QueueConfig
 from dataplane.switch import UdpSwitch
-from olaf.algorithm import flat_parameters, initial_model
 from olaf.drl.config import RunConfig
 from olaf.drl.controller import RecentRewards, embedded_setter
 from olaf.drl.core import PsApply
 from olaf.drl.evaluation import Evaluator
-from olaf.drl.learners import algo_config, make_algorithm
+from olaf.drl.learners import parameter_server, run_model
 from olaf.drl.policies import RunPolicies
-from olaf.drl.server import ParameterServer
 from olaf.drl.worker_turn import Progress, build_worker, take_turn, tx_totals, worker_seed
 from worker_transport.protocol import Mode
 from worker_transport.receiver import Receiver
@@ -87,8 +85,7 @@ class ParameterServerHost:
     def __init__(self, cfg: RunConfig) -> None:
         torch.set_num_threads(1)
         self.cfg = cfg
-        model = initial_model(make_algorithm(cfg), cfg.env_id, cfg.seed)
-        self.ps = ParameterServer(flat_parameters(model), algo_config(cfg), cfg.values)
+        self.ps = parameter_server(cfg, run_model(cfg))
         self.policies = RunPolicies(cfg, self.ps)
         self.rewards = RecentRewards(cfg.reward_history)
         self.apply = PsApply(self.ps, self.policies, self.rewards)

@@ -1,11 +1,12 @@
-"""The parameter server's learning side: block-wise Adam and the model version.
+"""The parameter server's learning side: block-wise steps and the model version.
 
 DATA arrives one parameter block at a time, each carrying the average of the
 ``agg_count`` worker gradients the switch merged into it. The server applies each
-block as soon as it arrives, with Adam over just that block's parameters: Adam's
-moments are per parameter anyway, and each block keeps its own step count for the
-bias correction, so a block that arrives more often is not corrected as if it were
-as young as a rarely seen one.
+block as soon as it arrives, with its optimizer over just that block's parameters
+(``PsConfig``: Adam by default, or SGD, or A3C's RMSProp), as the mean of the merged
+updates or as their sum (``PsConfig.aggregate``). The moments are per parameter anyway,
+and each block keeps its own step count for Adam's bias correction, so a block that
+arrives more often is not corrected as if it were as young as a rarely seen one.
 
 ``model_version`` counts weight publications that carried at least one new block;
 workers stamp their gradients with the version they acted with, so
@@ -15,19 +16,26 @@ workers stamp their gradients with the version they acted with, so
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import numpy as np
 
-from olaf.drl.config import A2CConfig, ImpactConfig
+from olaf.drl.config import PsConfig
 from worker_transport.fixedpoint import num_blocks
 
 
 class ParameterServer:
-    """Flat float32 weights, Adam state per parameter, a step count per block."""
+    """Flat float32 weights, optimizer state per parameter, a step count per block."""
 
-    def __init__(self, initial: np.ndarray, config: A2CConfig | ImpactConfig, values: int) -> None:
+    def __init__(self, initial: np.ndarray, config: Any, values: int,
+                 ps: PsConfig | None = None) -> None:
+        """``config``: the learner's hyperparameters (``learning_rate``, ``adam_betas``,
+        ``adam_eps``: an ``olaf.algorithm.AlgorithmConfig`` or the built-in ones);
+        ``ps``: aggregate and optimizer (default: mean and Adam)."""
         self.params = np.array(initial, dtype=np.float32).reshape(-1)
         self.config = config
+        self.ps = PsConfig() if ps is None else ps
+        self.learning_rate = self.ps.learning_rate or config.learning_rate
         self.values = values
         self.num_blocks = num_blocks(len(self.params), values)
         self._m = np.zeros_like(self.params)
@@ -50,15 +58,20 @@ class ParameterServer:
         """PS training iterations: full-model updates' worth of applied blocks."""
         return self.blocks_applied // self.num_blocks
 
-    def apply_block(self, block_id: int, gradient: np.ndarray, lr_scale: float = 1.0) -> None:
-        """One Adam step on the parameters of ``block_id`` with an averaged gradient.
+    def apply_block(self, block_id: int, gradient: np.ndarray, lr_scale: float = 1.0,
+                    agg_count: int = 1) -> None:
+        """One optimizer step on the parameters of ``block_id`` with a DATA block's values.
 
-        ``gradient`` holds V values (the last block's padding is ignored). ``lr_scale``
-        multiplies the learning rate of this step only (Stellaris's ``1/sqrt(delta)``).
-        Non-finite values or a scale <= 0 are refused with ``ValueError`` and change nothing.
+        ``gradient`` holds V values, the mean of ``agg_count`` merged updates (the last
+        block's padding is ignored); with ``ps.aggregate == "sum"`` the step takes
+        ``agg_count`` times it. ``lr_scale`` multiplies the learning rate of this step only
+        (Stellaris's ``1/sqrt(delta)``). Non-finite values, a scale <= 0 or an agg_count
+        < 1 are refused with ``ValueError`` and change nothing.
         """
         if not (lr_scale > 0 and np.isfinite(lr_scale)):
             raise ValueError(f"lr_scale must be a finite value > 0, got {lr_scale}")
+        if agg_count < 1:
+            raise ValueError(f"agg_count must be >= 1, got {agg_count}")
         where = self.block_slice(block_id)
         g = np.asarray(gradient, np.float32).reshape(-1)
         if len(g) < where.stop - where.start:
@@ -66,22 +79,38 @@ class ParameterServer:
         g = g[: where.stop - where.start]
         if not np.isfinite(g).all():
             raise ValueError(f"block {block_id}: non-finite gradient")
-        cfg = self.config
-        b1, b2 = cfg.adam_betas
+        if self.ps.aggregate == "sum" and agg_count > 1:
+            g = g * np.float32(agg_count)
+        lr = self.learning_rate * lr_scale
         with self.lock:
             self.block_steps[block_id] += 1
-            t = int(self.block_steps[block_id])
-            m = self._m[where]
-            v = self._v[where]
-            m *= b1
-            m += (1 - b1) * g
-            v *= b2
-            v += (1 - b2) * g * g
-            m_hat = m / (1 - b1**t)
-            v_hat = v / (1 - b2**t)
-            self.params[where] -= cfg.learning_rate * lr_scale * m_hat / (np.sqrt(v_hat) + cfg.adam_eps)
+            self.params[where] -= self._step(where, g, lr, int(self.block_steps[block_id]))
             self.blocks_applied += 1
             self._unpublished += 1
+
+    def _step(self, where: slice, g: np.ndarray, lr: float, t: int) -> np.ndarray:
+        """The update of the optimizer on one block (``t``: the block's step count); the
+        moments live in ``_m`` (Adam's first, SGD's momentum) and ``_v`` (Adam's second,
+        RMSProp's squared average)."""
+        ps, m, v = self.ps, self._m[where], self._v[where]
+        if ps.optimizer == "sgd":
+            if ps.momentum == 0:
+                return lr * g
+            m *= ps.momentum
+            m += g
+            return lr * m
+        if ps.optimizer == "rmsprop":
+            v *= ps.alpha
+            v += (1 - ps.alpha) * g * g
+            return lr * g / (np.sqrt(v) + ps.rmsprop_eps)
+        b1, b2 = self.config.adam_betas
+        m *= b1
+        m += (1 - b1) * g
+        v *= b2
+        v += (1 - b2) * g * g
+        m_hat = m / (1 - b1**t)
+        v_hat = v / (1 - b2**t)
+        return lr * m_hat / (np.sqrt(v_hat) + self.config.adam_eps)
 
     def state(self) -> dict[str, np.ndarray | int]:
         """Everything a checkpoint needs to continue exactly: weights, Adam's moments, the

@@ -10,16 +10,16 @@ import dataclasses
 from typing import Any
 
 
-def parse_set(items: list[str], config: Any) -> dict[str, Any]:
-    """``algo.NAME=VALUE`` items as keyword arguments of ``config``'s dataclass (ValueError
-    naming the item on an unknown name or a value of the wrong type)."""
+def parse_set(items: list[str], config: Any, prefix: str = "algo.") -> dict[str, Any]:
+    """``PREFIX NAME=VALUE`` items (``algo.clip=0.2``) as keyword arguments of ``config``'s
+    dataclass (ValueError naming the item on an unknown name or a value of the wrong type)."""
     fields = {f.name: f for f in dataclasses.fields(config)}
     out: dict[str, Any] = {}
     for item in items:
         key, sep, text = item.partition("=")
-        name = key.strip().removeprefix("algo.")
-        if not sep or not key.strip().startswith("algo.") or not text.strip():
-            raise ValueError(f"--set {item!r}: expected algo.NAME=VALUE")
+        name = key.strip().removeprefix(prefix)
+        if not sep or not key.strip().startswith(prefix) or not text.strip():
+            raise ValueError(f"--set {item!r}: expected {prefix}NAME=VALUE")
         if name not in fields:
             raise ValueError(f"--set {item!r}: {type(config).__name__} has no {name!r}; "
                              f"known: {', '.join(fields)}")
@@ -45,6 +45,12 @@ def parse_set(items: list[str], config: Any) -> dict[str, Any]:
     return out
 
 
-def with_settings(config: Any, items: list[str] | tuple[str, ...]) -> Any:
-    """``config`` with the ``algo.NAME=VALUE`` items applied (ValueError as ``parse_set``)."""
-    return dataclasses.replace(config, **parse_set(list(items), config)) if items else config
+def with_settings(config: Any, items: list[str] | tuple[str, ...], prefix: str = "algo.") -> Any:
+    """``config`` with the ``PREFIX NAME=VALUE`` items applied (ValueError as ``parse_set``)."""
+    return dataclasses.replace(config, **parse_set(list(items), config, prefix)) if items else config
+
+
+def split_settings(items: list[str] | tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """``--set`` items for the learner (``algo.*``) and for the parameter server (``ps.*``)."""
+    ps = [i for i in items if i.strip().startswith("ps.")]
+    return [i for i in items if not i.strip().startswith("ps.")], ps

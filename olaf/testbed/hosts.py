@@ -47,13 +47,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from olaf.algorithm import flat_parameters, initial_model
+from olaf.algorithm import flat_parameters
 from olaf.drl.config import RunConfig
 from olaf.drl.controller import RecentRewards
 from olaf.drl.core import PsApply
-from olaf.drl.learners import algo_config, make_algorithm
+from olaf.drl.learners import parameter_server, run_model
 from olaf.drl.policies import RunPolicies
-from olaf.drl.server import ParameterServer
 from olaf.drl.worker_turn import build_worker, take_turn, worker_seed
 from olaf.shutdown import stop_on_signals
 from worker_transport.codec import Batch, decode, encode_array
@@ -179,8 +178,7 @@ def ps_main(args: argparse.Namespace) -> int:
     stop = stop_on_signals()
     cfg = load_config(args.config)
     torch.set_num_threads(1)
-    model = initial_model(make_algorithm(cfg), cfg.env_id, cfg.seed)
-    ps = ParameterServer(flat_parameters(model), algo_config(cfg), cfg.values)
+    ps = parameter_server(cfg, run_model(cfg))
     policies = RunPolicies(cfg, ps)
     # The mean reward of recent DATA; the launcher's ThresholdLoop (control_plane) turns
     # it into the switches' threshold (DESIGN.md §3).

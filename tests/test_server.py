@@ -1,0 +1,80 @@
+"""The parameter server's step (olaf.drl.server): what a merged block is worth (mean or
+sum, ``PsConfig.aggregate``) under each optimizer, checked against the arithmetic."""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+import pytest
+
+from olaf.drl.config import ImpactConfig, PsConfig, RunConfig
+from olaf.drl.policies import RunPolicies
+from olaf.drl.server import ParameterServer
+from tests.batches import data_batch
+
+V = 4
+G = np.array([0.5, -1.0, 2.0, 0.25], np.float32)
+
+
+def server(**ps: object) -> ParameterServer:
+    return ParameterServer(np.zeros(V, np.float32), ImpactConfig(learning_rate=0.1), V,
+                           PsConfig(**ps))
+
+
+@pytest.mark.parametrize(("aggregate", "factor"), [("mean", 1.0), ("sum", 2.0)])
+def test_sgd_moves_an_agg_count_2_block_by_its_mean_or_its_sum(aggregate: str, factor: float) -> None:
+    ps = server(optimizer="sgd", aggregate=aggregate)
+    # Through the PS's DATA path: the receiver hands over the mean of the 2 merged updates.
+    RunPolicies(RunConfig(values=V, ps=ps.ps), ps).apply(data_batch([0], G[None], [2], [0]), 0)
+    np.testing.assert_allclose(ps.params, -0.1 * factor * G, rtol=1e-6)
+
+
+def test_sgd_momentum_accumulates() -> None:
+    ps = server(optimizer="sgd", momentum=0.5)
+    ps.apply_block(0, G)
+    ps.apply_block(0, G)
+    np.testing.assert_allclose(ps.params, -0.1 * G - 0.1 * 1.5 * G, rtol=1e-6)
+
+
+def test_adam_is_blind_to_the_scale_so_sum_buys_no_progress() -> None:
+    mean, total = server(aggregate="mean"), server(aggregate="sum")
+    mean.apply_block(0, G, agg_count=4)
+    total.apply_block(0, G, agg_count=4)
+    # Adam's first step is lr * g / |g| per parameter, whatever the scale.
+    np.testing.assert_allclose(mean.params, -0.1 * np.sign(G), rtol=1e-4)
+    np.testing.assert_allclose(total.params, mean.params, rtol=1e-4)  # but for eps
+
+
+def test_rmsprop_is_a3c_s_shared_rmsprop() -> None:
+    ps = server(optimizer="rmsprop", aggregate="sum", alpha=0.99, rmsprop_eps=0.1)
+    ps.apply_block(0, G, agg_count=2)
+    g = 2 * G
+    np.testing.assert_allclose(ps.params, -0.1 * g / (np.sqrt(0.01 * g * g) + 0.1), rtol=1e-5)
+
+
+def test_bad_ps_settings_and_agg_counts_are_refused() -> None:
+    with pytest.raises(ValueError, match="ps.aggregate"):
+        PsConfig(aggregate="median")
+    with pytest.raises(ValueError, match="ps.optimizer"):
+        PsConfig(optimizer="lion")
+    ps = server()
+    with pytest.raises(ValueError, match="agg_count"):
+        ps.apply_block(0, G, agg_count=0)
+    assert ps.blocks_applied == 0 and not ps.params.any()
+
+
+def test_set_ps_items_reach_the_run_config() -> None:
+    from olaf.drl.cli_args import add_run_arguments, config_from_args
+
+    parser = argparse.ArgumentParser()
+    add_run_arguments(parser, duration=10.0)
+    args = parser.parse_args(["--set", "ps.aggregate=sum", "--set", "ps.optimizer=sgd",
+                              "--set", "ps.learning_rate=0.5", "--set", "algo.clip=0.3"])
+    cfg = config_from_args(args, mode="olaf", seed=0, target=None)
+    assert cfg.ps == PsConfig(aggregate="sum", optimizer="sgd", learning_rate=0.5)
+    assert cfg.impact.clip == 0.3
+    bad = parser.parse_args(["--set", "ps.aggregate=median"])
+    with pytest.raises(SystemExit) as exc:
+        config_from_args(bad, mode="olaf", seed=0, target=None)
+    assert exc.value.code == 2
