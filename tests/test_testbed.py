@@ -115,9 +115,9 @@ def test_unknown_topology_name_lists_the_shipped_ones() -> None:
 
 def test_cli_defaults_match_run_config() -> None:
     from olaf.commands.testbed import LEARNER_DEFAULTS, RUN_DEFAULTS
-    from olaf.drl.config import A2CConfig, RunConfig
+    from olaf.drl.config import ImpactConfig, RunConfig
 
-    rc, lc = RunConfig(), A2CConfig()
+    rc, lc = RunConfig(), ImpactConfig()
     for key, value in vars(RUN_DEFAULTS).items():
         assert getattr(rc, key) == value, key
     for key, value in vars(LEARNER_DEFAULTS).items():

@@ -13,10 +13,11 @@ from typing import Any
 
 HELP = "run the DRL experiment (or synthetic traffic) on a Mininet topology (needs root)"
 
-# olaf.drl.config's RunConfig/A2CConfig defaults, repeated (and tested) so that building the
+# olaf.drl.config's RunConfig/ImpactConfig defaults, repeated (and tested) so that building the
 # parser does not import the wire format (scapy).
-RUN_DEFAULTS = SimpleNamespace(env_id="CartPole-v1", pull_rate=1000.0, capacity=64, values=64)
-LEARNER_DEFAULTS = SimpleNamespace(learning_rate=1e-3, hidden=32)
+RUN_DEFAULTS = SimpleNamespace(env_id="CartPole-v1", pull_rate=1000.0, capacity=64, values=64,
+                               algo="impact")
+LEARNER_DEFAULTS = SimpleNamespace(hidden=32)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,7 +36,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    "the only one whose --log-console/--log-level debug show a per-packet trace (the fast "
                    "build prints none); both log to logs/bmv2-<switch> at level warn")
     r.add_argument("--experiment", choices=("drl", "synthetic"), default="drl",
-                   help="drl: the main job's A2C training; synthetic: olaf worker/olaf ps traffic")
+                   help="drl: the main job's training (olaf run's learner, judged by greedy "
+                   "evaluation); synthetic: olaf worker/olaf ps traffic")
     r.add_argument("--out", type=Path, default=None,
                    help="directory for logs, metrics and plots (default runs/testbed-<topo>-<switch>-<time>)")
     r.add_argument("--tag", default=None,
@@ -47,8 +49,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     d.add_argument("--mode", choices=("olaf", "fifo"), default="olaf",
                    help="olaf: merge/replace/drop + P_s senders; fifo: drop-tail baseline")
     d.add_argument("--duration", type=float, default=60.0, help="seconds of training (default 60)")
+    d.add_argument("--algo", choices=("impact", "a2c"), default=rc.algo,
+                   help=f"the learner, as olaf run's (default {rc.algo})")
     d.add_argument("--target-reward", type=float, default=None,
-                   help="stop once the mean return of the last 20 episodes reaches this")
+                   help="stop once a greedy evaluation's mean return reaches this (default: the "
+                   "environment's spec.reward_threshold, 475 CartPole-v1)")
+    d.add_argument("--eval-every", type=int, default=10_000,
+                   help="env steps between greedy evaluations (default 10,000)")
     d.add_argument("--pull-rate", type=float, default=rc.pull_rate,
                    help=f"PULLs/s of the PS, split among relays (default {rc.pull_rate:g})")
     d.add_argument("--capacity", type=int, default=rc.capacity, help=f"queue slots (default {rc.capacity})")
@@ -56,8 +63,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help=f"V, values per block (default {rc.values}; bmv2 needs 64)")
     d.add_argument("--broadcast-period", type=float, default=0.2,
                    help="seconds between the PS's MODEL broadcasts (default 0.2)")
-    d.add_argument("--lr", type=float, default=lc.learning_rate,
-                   help=f"Adam step (default {lc.learning_rate:g})")
+    d.add_argument("--lr", type=float, default=None,
+                   help="the learner's learning rate (default: its own, impact 5e-4, a2c 1e-3)")
     d.add_argument("--hidden", type=int, default=lc.hidden, help=f"hidden width (default {lc.hidden})")
     d.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     d.add_argument("--rate", type=float, default=50.0, help="synthetic: updates/s per worker (default 50)")
@@ -154,17 +161,20 @@ def run(args: argparse.Namespace) -> int:
         except ShapingError as e:
             return fail(f"--ps-link-rate/--ps-link-limit: {e}")
     try:
-        from olaf.drl.config import A2CConfig, RunConfig
+        from olaf.drl.config import A2CConfig, ImpactConfig, RunConfig
+        from olaf.drl.evaluation import default_target
 
-        # One worker process per worker host. The Mininet hosts run the A2C learner: IMPACT
-        # refreshes its weights from the embedded run's shared board just before each loss,
-        # which a host that only receives MODEL broadcasts does not have.
-        cfg = RunConfig(algo="a2c", env_id=args.env, workers=len(topo.workers),
+        # One worker process per worker host, the learner of olaf run: IMPACT refreshes its
+        # weights just before each loss from the newest MODEL version the host assembled.
+        target = args.target_reward if args.target_reward is not None else default_target(args.env)
+        lr = {} if args.lr is None else {"learning_rate": args.lr}
+        cfg = RunConfig(algo=args.algo, env_id=args.env, workers=len(topo.workers),
                         processes=len(topo.workers), mode=args.mode,
                         pull_rate=args.pull_rate, capacity=args.capacity, values=args.values,
-                        duration=args.duration, target_reward=args.target_reward,
+                        duration=args.duration, target_reward=target, eval_every=args.eval_every,
                         broadcast_period=args.broadcast_period, seed=args.seed,
-                        learner=A2CConfig(learning_rate=args.lr, hidden=args.hidden))
+                        impact=ImpactConfig(hidden=args.hidden, **lr),
+                        learner=A2CConfig(hidden=args.hidden, **lr))
     except ValueError as e:
         return fail(str(e))
     reason = missing_requirements()
