@@ -102,9 +102,9 @@ def compare_row(mode: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from olaf.commands.run import link_figures, runner
     from olaf.drl.cli_args import check_env, config_from_args, resolve_target, usage_error
     from olaf.drl.display import Progress, compare_table
-    from olaf.drl.local import run_experiment
     from olaf.drl.report import write_compare_plot, write_json, write_metrics, write_plots
 
     if args.seeds < 1:
@@ -120,8 +120,8 @@ def run(args: argparse.Namespace) -> int:
             cfg = check_env(config_from_args(args, mode=switch_mode, seed=seed, target=target,
                                              stop_at_target=False, always_send=always_send))
             title = f"olaf compare: {cfg.env_id}, {cfg.workers} workers, {mode}, seed {seed}"
-            with Progress(title, cfg.duration, console) as progress:
-                result = run_experiment(cfg, progress)
+            with Progress(title, cfg.duration, console, link=link_figures(cfg)) as progress:
+                result = runner(cfg)(cfg, progress)
             summary = result.summary()
             run_dir = args.out / f"{mode}-seed{seed}"
             write_metrics(result, run_dir)

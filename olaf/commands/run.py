@@ -98,7 +98,35 @@ def _resume_config(args: argparse.Namespace) -> tuple[Any, Any]:
         usage_error(f"olaf run: error: {exc}")
 
 
+def link_figures(cfg: Any) -> Any:
+    """The run's bottleneck figures (olaf.drl.bottleneck.Figures), for the live display."""
+    from olaf.algorithm import flat_parameters
+    from olaf.drl.bottleneck import figures
+    from olaf.drl.learners import run_model
+    from worker_transport.fixedpoint import num_blocks
+
+    blocks = num_blocks(len(flat_parameters(run_model(cfg))), cfg.values)
+    return figures(cfg.capacity, cfg.pull_rate, cfg.values, blocks)
+
+
+def runner(cfg: Any) -> Any:
+    """The function that runs ``cfg``: real processes, or the virtual clock."""
+    if cfg.clock == "virtual":
+        from olaf.drl.simulated import run_simulated
+
+        return run_simulated
+    from olaf.drl.local import run_experiment
+
+    return run_experiment
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.clock == "virtual" and (args.backend != "local" or args.address or args.switch
+                                    or args.resume or args.checkpoint_dir or args.max_workers):
+        from olaf.drl.cli_args import usage_error
+
+        usage_error("olaf run: error: --clock virtual runs in this process only: no --backend "
+                    "ray, --resume, --checkpoint-dir or --max-workers")
     if args.backend != "local" or args.address or args.switch or args.switch_port is not None:
         from olaf.drl.ray_backend import run_command
 
@@ -134,10 +162,16 @@ def run(args: argparse.Namespace) -> int:
     if resume is not None:
         title += f", resumed at {resume.env_steps:,} env steps (version {resume.model_version})"
     failed = None
-    with Progress(title, cfg.duration, console, total_steps=cfg.total_steps) as progress:
+    if cfg.clock == "virtual":
+        title += ", virtual clock (simulated s)"
+    with Progress(title, cfg.duration, console, total_steps=cfg.total_steps,
+                  link=link_figures(cfg)) as progress:
         try:
-            result = run_experiment(cfg, progress, tensorboard=args.tensorboard, run_dir=out,
-                                    resume=resume)
+            if cfg.clock == "virtual":
+                result = runner(cfg)(cfg, progress, tensorboard=args.tensorboard)
+            else:
+                result = run_experiment(cfg, progress, tensorboard=args.tensorboard, run_dir=out,
+                                        resume=resume)
         except RunFailed as exc:
             failed, result = exc, exc.result
     console.print(summary_table(result.summary()))
