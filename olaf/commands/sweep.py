@@ -1,0 +1,433 @@
+"""``olaf sweep FILE.toml``: the map of where in-network aggregation pays (DESIGN.md §7).
+
+A sweep file names a base run and a grid; every cell of the grid (depth D or buffer B,
+oversubscription rho or egress rate C, workers, clusters, mode, seed) is one run, and
+each finished run is one row of ``sweep.csv`` in the output directory. Rows already in the
+CSV are skipped, so an interrupted sweep goes on where it stopped. At the end (or with
+``--plots-only``) one heatmap per (workers, clusters, baseline) shows the baseline/OLAF
+ratio of time to target and of env steps to target over the (D, rho) grid, each cell
+with its 95 % interval, beside the baseline's and OLAF's staleness and AoM.
+
+The file (TOML, read with tomllib)::
+
+    [run]                       # RunConfig fields shared by every cell
+    env_id = "CartPole-v1"
+    clock = "virtual"
+    total_steps = 300000
+    [grid]
+    depth = [1, 10, 30]         # D in gradients -> B = D x blocks per gradient x (36 + 4V)
+    rho = [0.5, 2, 8]           # -> C = offered / rho (offered: the virtual clock's
+                                #    time model, every worker sending every gradient)
+    # or: buffer_bytes = [...] and egress_rate = [...] (bytes, bytes/s)
+    workers = [8, 32, 128]
+    clusters = [1]
+    modes = ["olaf", "olaf-always", "fifo", "fifo+sa"]
+    seeds = 5                   # seeds first_seed .. first_seed + seeds - 1
+    first_seed = 0
+    [sweep]
+    out = "runs/sweep"          # --out overrides it
+
+Modes: ``olaf`` (OLAF queue, P_s), ``olaf-always`` (OLAF queue, workers always send),
+``fifo`` (drop-tail, always send) and ``fifo+sa`` (drop-tail with the PS's
+staleness-aware aggregation, ``aggregation = "staleness-aware"``). Ratios are paired by
+seed (the same seed's baseline run over its OLAF run); a run that missed the target
+counts with its whole budget (a bound, as in ``olaf compare``); the interval is a t
+interval on the log ratios (a geometric mean), so it is symmetric in which mode is on top.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import itertools
+import math
+import tomllib
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+HELP = "a grid of runs over D, rho, workers, clusters and modes: resumable CSV and heatmaps"
+
+MODES: dict[str, tuple[str, bool, str]] = {
+    "olaf": ("olaf", False, "plain"),
+    "olaf-always": ("olaf", True, "plain"),
+    "fifo": ("fifo", False, "plain"),
+    "fifo+sa": ("fifo", False, "staleness-aware"),
+}
+"""Mode -> (switch mode, workers always send, PS aggregation)."""
+KEYS = ("workers", "clusters", "depth", "rho", "buffer_bytes", "egress_rate", "mode", "seed")
+"""The columns that name a cell (the resume key)."""
+METRICS = ("reached", "steps_to_target", "time_to_target_s", "env_steps", "wall_time_s",
+           "clock", "stopped_by", "final_eval_return", "best_eval_return", "aom_mean_ms",
+           "aom_p99_ms", "update_age_mean_ms", "mean_staleness_versions", "staleness_p90",
+           "staleness_max", "mean_agg_count", "skipped_share", "rho_measured", "depth_gradients",
+           "capacity", "pull_rate", "dropped_full_share", "dropped_reward_share", "host_s")
+COLUMNS = KEYS + METRICS
+T_975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
+         2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
+         2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+"""Two-sided 95 % quantiles of Student's t for 1..30 degrees of freedom (1.96 beyond)."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", type=Path, help="the sweep file (TOML; see olaf.commands.sweep)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="output directory (default: [sweep] out, else runs/sweep-<file stem>)")
+    parser.add_argument("--plots-only", action="store_true",
+                        help="run nothing: redraw the heatmaps from the CSV")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="list the cells and what is already done, run nothing")
+
+
+# -- the grid -----------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Sweep:
+    """A parsed sweep file."""
+
+    base: dict[str, Any]
+    """RunConfig fields every cell shares."""
+    grid: dict[str, list[Any]]
+    """depth|buffer_bytes, rho|egress_rate, workers, clusters, modes: the values of each."""
+    seeds: list[int]
+    out: Path
+
+
+def load(path: Path, out: Path | None) -> Sweep:
+    """Parse and check a sweep file; ValueError with one line on anything wrong."""
+    from olaf.drl.config import RunConfig
+
+    try:
+        doc = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ValueError(f"{path}: {exc}") from None
+    unknown = set(doc) - {"run", "grid", "sweep"}
+    if unknown:
+        raise ValueError(f"{path}: unknown table(s) {sorted(unknown)}; use [run], [grid], [sweep]")
+    base = dict(doc.get("run", {}))
+    fields = {f.name for f in dataclasses.fields(RunConfig)}
+    cell_fields = {"workers", "clusters", "mode", "seed", "buffer_bytes", "egress_rate",
+                   "always_send", "aggregation"}
+    bad = sorted(k for k in base if k not in fields or k in cell_fields)
+    if bad:
+        raise ValueError(f"{path}: [run] cannot set {bad} (not RunConfig fields, or set per cell "
+                         "by [grid])")
+    grid = dict(doc.get("grid", {}))
+    allowed = {"depth", "rho", "buffer_bytes", "egress_rate", "workers", "clusters", "modes",
+               "seeds", "first_seed"}
+    if set(grid) - allowed:
+        raise ValueError(f"{path}: [grid] has unknown key(s) {sorted(set(grid) - allowed)}")
+    if ("depth" in grid) == ("buffer_bytes" in grid) or ("rho" in grid) == ("egress_rate" in grid):
+        raise ValueError(f"{path}: [grid] needs depth or buffer_bytes, and rho or egress_rate "
+                         "(one of each)")
+    seeds = grid.pop("seeds", 5)
+    first = int(grid.pop("first_seed", 0))
+    seed_list = list(range(first, first + int(seeds))) if isinstance(seeds, int) else list(seeds)
+    grid.setdefault("workers", [base.pop("workers", 8)])
+    grid.setdefault("clusters", [1])
+    grid.setdefault("modes", ["olaf", "fifo"])
+    for key, values in grid.items():
+        if not isinstance(values, list) or not values:
+            raise ValueError(f"{path}: [grid] {key} must be a non-empty list")
+    bad_modes = [m for m in grid["modes"] if m not in MODES]
+    if bad_modes:
+        raise ValueError(f"{path}: unknown mode(s) {bad_modes}; choose from {', '.join(MODES)}")
+    if "rho" in grid and base.get("clock", "real") != "virtual":
+        raise ValueError(f"{path}: rho needs the virtual clock's time model to know the offered "
+                         "load; with clock = \"real\" give egress_rate")
+    if not seed_list:
+        raise ValueError(f"{path}: no seeds")
+    target = out or Path(doc.get("sweep", {}).get("out", f"runs/sweep-{path.stem}"))
+    return Sweep(base, grid, seed_list, target)
+
+
+def cells(sweep: Sweep) -> list[dict[str, Any]]:
+    """Every cell of the grid, seeds innermost-but-one so that a mode's seeds interleave."""
+    g = sweep.grid
+    size = g.get("depth") or g["buffer_bytes"]
+    rate = g.get("rho") or g["egress_rate"]
+    out = []
+    for workers, clusters, s, r, seed, mode in itertools.product(
+            g["workers"], g["clusters"], size, rate, sweep.seeds, g["modes"]):
+        out.append({"workers": workers, "clusters": clusters,
+                    "depth": s if "depth" in g else "", "rho": r if "rho" in g else "",
+                    "buffer_bytes": s if "buffer_bytes" in g else "",
+                    "egress_rate": r if "egress_rate" in g else "", "mode": mode, "seed": seed})
+    return out
+
+
+def key_of(row: dict[str, Any]) -> tuple[str, ...]:
+    """A cell's resume key: its columns as the CSV writes them."""
+    return tuple(_text(row[k]) for k in KEYS)
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return str(value)
+
+
+def config_of(sweep: Sweep, cell: dict[str, Any], blocks: int) -> Any:
+    """The RunConfig of one cell (``blocks``: blocks per gradient of the run's model)."""
+    from olaf.drl.bottleneck import buffer_for, egress_for, offered_rate
+    from olaf.drl.config import RunConfig
+    from olaf.drl.evaluation import default_target
+
+    switch_mode, always, aggregation = MODES[cell["mode"]]
+    base = {"stop_at_target": True, **sweep.base}
+    if "target_reward" not in base:
+        base["target_reward"] = default_target(base.get("env_id", RunConfig().env_id))
+    cfg = RunConfig(**base, workers=cell["workers"], clusters=cell["clusters"], mode=switch_mode,
+                    always_send=always, aggregation=aggregation, seed=cell["seed"])
+    buffer = (cell["buffer_bytes"] if cell["depth"] == ""
+              else buffer_for(float(cell["depth"]), blocks, cfg.values))
+    if cell["rho"] == "":
+        egress = float(cell["egress_rate"])
+    else:
+        offered = offered_rate(cfg.workers, blocks, cfg.values, nominal_turn_s(cfg))
+        egress = egress_for(float(cell["rho"]), offered)
+    return dataclasses.replace(cfg, buffer_bytes=int(buffer), egress_rate=egress)
+
+
+def nominal_turn_s(cfg: Any) -> float:
+    """A worker's turn in the virtual clock's time model at factor 1: its rollout's env
+    steps times ``step_time_us`` plus ``compute_time_us``."""
+    from olaf.drl.learners import algo_config
+
+    learner = algo_config(cfg)
+    steps = getattr(learner, "envs_per_worker", 1) * getattr(learner, "rollout_steps", 32)
+    return (steps * cfg.step_time_us + cfg.compute_time_us) / 1e6
+
+
+def row_of(cell: dict[str, Any], summary: dict[str, Any], host_s: float) -> dict[str, Any]:
+    """One CSV row: the cell's keys and what its run measured."""
+    outcomes = summary.get("outcomes", {})
+    total = sum(outcomes.values()) or 1
+    reached = summary["steps_to_target"] is not None
+    row = {k: cell[k] for k in KEYS}
+    row.update({
+        "reached": int(reached),
+        # A run that missed the target counts with its whole budget (a bound).
+        "steps_to_target": summary["steps_to_target"] if reached else summary["env_steps"],
+        "time_to_target_s": summary["time_to_target_s"] if reached else summary["wall_time_s"],
+        "env_steps": summary["env_steps"], "wall_time_s": summary["wall_time_s"],
+        "clock": summary["clock"], "stopped_by": summary["stopped_by"],
+        "final_eval_return": summary["final_eval_return"],
+        "best_eval_return": summary["best_eval_return"],
+        "aom_mean_ms": summary["aom_mean_ms"], "aom_p99_ms": summary["aom_p99_ms"],
+        "update_age_mean_ms": summary["update_age_mean_ms"],
+        "mean_staleness_versions": summary["mean_staleness_versions"],
+        "staleness_p90": summary.get("staleness_p90"), "staleness_max": summary.get("staleness_max"),
+        "mean_agg_count": summary["mean_agg_count"], "skipped_share": summary["skipped_share"],
+        "rho_measured": summary["rho"], "depth_gradients": summary["depth_gradients"],
+        "capacity": summary["capacity"], "pull_rate": summary["pull_rate"],
+        "dropped_full_share": outcomes.get("DROPPED_FULL", 0) / total,
+        "dropped_reward_share": outcomes.get("DROPPED_REWARD", 0) / total,
+        "host_s": host_s,
+    })
+    return row
+
+
+def read_rows(path: Path) -> list[dict[str, str]]:
+    if not path.exists():
+        return []
+    with path.open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def append_row(path: Path, row: dict[str, Any]) -> None:
+    """One finished cell, written at once: an interrupted sweep keeps every finished cell."""
+    new = not path.exists()
+    with path.open("a", newline="") as f:
+        writer = csv.DictWriter(f, COLUMNS)
+        if new:
+            writer.writeheader()
+        writer.writerow({k: _cell_text(row.get(k)) for k in COLUMNS})
+
+
+def _cell_text(value: Any) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return ""
+    return _text(value)
+
+
+# -- statistics and heatmaps --------------------------------------------------------------------
+def ratio_interval(ratios: Iterable[float]) -> tuple[float, float, float, int]:
+    """(geometric mean, low, high, n) of paired ratios: a 95 % t interval on their logs."""
+    logs = [math.log(r) for r in ratios if r > 0 and math.isfinite(r)]
+    n = len(logs)
+    if not n:
+        return math.nan, math.nan, math.nan, 0
+    mean = sum(logs) / n
+    if n == 1:
+        return math.exp(mean), math.nan, math.nan, 1
+    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (n - 1))
+    half = (T_975[n - 2] if n - 1 <= len(T_975) else 1.96) * sd / math.sqrt(n)
+    return math.exp(mean), math.exp(mean - half), math.exp(mean + half), n
+
+
+def _num(text: str) -> float:
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def paired(rows: list[dict[str, str]], baseline: str, metric: str) -> dict[tuple, list[float]]:
+    """Per (workers, clusters, size, rate): baseline/olaf ratios of ``metric``, one per seed."""
+    by = {(r["workers"], r["clusters"], r["depth"] or r["buffer_bytes"],
+           r["rho"] or r["egress_rate"], r["mode"], r["seed"]): r for r in rows}
+    out: dict[tuple, list[float]] = {}
+    for (w, k, s, c, mode, seed), r in by.items():
+        if mode != "olaf":
+            continue
+        other = by.get((w, k, s, c, baseline, seed))
+        if other is None:
+            continue
+        a, b = _num(other[metric]), _num(r[metric])
+        out.setdefault((w, k, s, c), []).append(a / b if b > 0 else math.nan)
+    return out
+
+
+def mean_of(rows: list[dict[str, str]], mode: str, metric: str) -> dict[tuple, float]:
+    values: dict[tuple, list[float]] = {}
+    for r in rows:
+        if r["mode"] == mode:
+            key = (r["workers"], r["clusters"], r["depth"] or r["buffer_bytes"],
+                   r["rho"] or r["egress_rate"])
+            v = _num(r[metric])
+            if math.isfinite(v):
+                values.setdefault(key, []).append(v)
+    return {k: sum(v) / len(v) for k, v in values.items()}
+
+
+def write_heatmaps(rows: list[dict[str, str]], out: Path) -> list[Path]:
+    """One PNG per (workers, clusters, baseline mode): ratio in time and in env steps to
+    target (95 % intervals in each cell), then staleness and AoM of baseline and OLAF."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if not rows:
+        return []
+    size_name = "D (gradients)" if rows[0]["depth"] else "B (bytes)"
+    rate_name = "rho (offered / C)" if rows[0]["rho"] else "C (bytes/s)"
+    sizes = sorted({r["depth"] or r["buffer_bytes"] for r in rows}, key=_num)
+    rates = sorted({r["rho"] or r["egress_rate"] for r in rows}, key=_num)
+    pairs = sorted({(r["workers"], r["clusters"]) for r in rows}, key=lambda p: tuple(map(int, p)))
+    baselines = [m for m in MODES if m != "olaf" and any(r["mode"] == m for r in rows)]
+    paths = []
+    for (w, k), baseline in itertools.product(pairs, baselines):
+        panels = [("time to target", paired(rows, baseline, "time_to_target_s")),
+                  ("env steps to target", paired(rows, baseline, "steps_to_target"))]
+        fig, axes = plt.subplots(1, 4, figsize=(4.2 * 4, 0.9 * len(rates) + 2.6))
+        for ax, (title, ratios) in zip(axes[:2], panels, strict=True):
+            grid = [[math.nan] * len(sizes) for _ in rates]
+            labels = [[""] * len(sizes) for _ in rates]
+            for i, c in enumerate(rates):
+                for j, s in enumerate(sizes):
+                    mean, lo, hi, n = ratio_interval(ratios.get((w, k, s, c), []))
+                    grid[i][j] = math.log2(mean) if n else math.nan
+                    if n:
+                        labels[i][j] = f"{mean:.2f}\n[{lo:.2f}, {hi:.2f}]" if n > 1 else f"{mean:.2f}"
+            _draw(ax, grid, labels, sizes, rates, size_name, rate_name, cmap="RdBu", centred=True)
+            ax.set_title(f"{baseline}/olaf: {title}\n(> 1: OLAF faster; 95 % CI)", fontsize=9)
+        for ax, (metric, name) in zip(axes[2:], (("mean_staleness_versions", "staleness (versions)"),
+                                                 ("aom_mean_ms", "AoM mean (ms)")), strict=True):
+            base_mean, olaf_mean = mean_of(rows, baseline, metric), mean_of(rows, "olaf", metric)
+            grid = [[base_mean.get((w, k, s, c), math.nan) for s in sizes] for c in rates]
+            labels = [[f"{base_mean.get((w, k, s, c), math.nan):.3g} / "
+                       f"{olaf_mean.get((w, k, s, c), math.nan):.3g}" for s in sizes] for c in rates]
+            _draw(ax, grid, labels, sizes, rates, size_name, rate_name, cmap="viridis", centred=False)
+            ax.set_title(f"{name}: {baseline} / olaf", fontsize=9)
+        fig.suptitle(f"{w} workers, {k} cluster(s): {baseline} against olaf", fontsize=10)
+        fig.tight_layout()
+        path = out / f"heatmap-w{w}-k{k}-{baseline.replace('+', '-')}.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
+def _draw(ax: Any, grid: list[list[float]], labels: list[list[str]], sizes: list[str],
+          rates: list[str], size_name: str, rate_name: str, *, cmap: str, centred: bool) -> None:
+    import numpy as np
+
+    data = np.array(grid, float)
+    finite = data[np.isfinite(data)]
+    if centred:
+        span = max(float(np.abs(finite).max()) if len(finite) else 1.0, 0.5)
+        image = ax.imshow(data, cmap=cmap, vmin=-span, vmax=span, origin="lower", aspect="auto")
+    else:
+        image = ax.imshow(data, cmap=cmap, origin="lower", aspect="auto")
+    for i, row in enumerate(labels):
+        for j, text in enumerate(row):
+            ax.text(j, i, text, ha="center", va="center", fontsize=7,
+                    color="black" if centred else "white")
+    ax.set_xticks(range(len(sizes)), sizes)
+    ax.set_yticks(range(len(rates)), rates)
+    ax.set_xlabel(size_name)
+    ax.set_ylabel(rate_name)
+    ax.figure.colorbar(image, ax=ax, shrink=0.8,
+                       label="log2 ratio" if centred else None)
+
+
+# -- the command --------------------------------------------------------------------------------
+def run(args: argparse.Namespace) -> int:
+    import time
+
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    from olaf.commands.run import link_figures, runner
+    from olaf.drl.cli_args import usage_error
+    from olaf.drl.config import RunConfig
+
+    try:
+        sweep = load(args.file, args.out)
+    except ValueError as exc:
+        usage_error(f"olaf sweep: error: {exc}")
+    sweep.out.mkdir(parents=True, exist_ok=True)
+    csv_path = sweep.out / "sweep.csv"
+    console = Console()
+    todo = cells(sweep)
+    done = {key_of(r) for r in read_rows(csv_path)}
+    pending = [c for c in todo if key_of(c) not in done]
+    console.print(f"olaf sweep {args.file}: {len(todo)} cells, {len(todo) - len(pending)} already "
+                  f"in {csv_path}, {len(pending)} to run")
+    if args.dry_run:
+        for c in pending:
+            console.print("  " + ", ".join(f"{k}={c[k]}" for k in KEYS if c[k] != ""))
+        return 0
+    if not args.plots_only and pending:
+        try:
+            probe = RunConfig(**{k: v for k, v in sweep.base.items()})
+        except (TypeError, ValueError) as exc:
+            usage_error(f"olaf sweep: error: [run]: {exc}")
+        blocks = link_figures(probe).blocks_per_gradient
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
+        with Progress(*columns, console=console) as bar:
+            task = bar.add_task("cells", total=len(pending))
+            for cell in pending:
+                bar.update(task, description=", ".join(
+                    f"{k} {cell[k]}" for k in KEYS if cell[k] != ""))
+                try:
+                    cfg = config_of(sweep, cell, blocks)
+                except (TypeError, ValueError) as exc:
+                    usage_error(f"olaf sweep: error: cell {key_of(cell)}: {exc}")
+                began = time.perf_counter()
+                result = runner(cfg)(cfg)
+                append_row(csv_path, row_of(cell, result.summary(), time.perf_counter() - began))
+                bar.advance(task)
+    paths = write_heatmaps(read_rows(csv_path), sweep.out)
+    console.print(f"wrote {csv_path}" + "".join(f", {p}" for p in paths))
+    return 0

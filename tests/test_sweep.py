@@ -1,0 +1,99 @@
+"""``olaf sweep`` (olaf.commands.sweep): the example sweep end to end on the virtual clock,
+its CSV, resuming (finished cells are skipped), the heatmap, the file's checks, and the
+paired-ratio statistics."""
+
+from __future__ import annotations
+
+import csv
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+
+import olaf.commands.run as run_command
+from olaf.cli import main
+from olaf.commands.sweep import KEYS, cells, load, ratio_interval
+
+ROOT = Path(__file__).resolve().parent.parent
+SMALL = ROOT / "docs" / "results" / "sweep-small.toml"
+
+
+def rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_the_small_sweep_runs_resumes_and_draws(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "sweep"
+    assert main(["sweep", str(SMALL), "--out", str(out)]) == 0
+    table = rows(out / "sweep.csv")
+    assert len(table) == 16  # 2 depths x 2 rhos x 2 modes x 2 seeds
+    assert {r["mode"] for r in table} == {"olaf", "fifo"}
+    assert {r["clock"] for r in table} == {"simulated"}
+    assert all(int(r["env_steps"]) >= 1500 for r in table)
+    # D = 10 gradients of 40 blocks is 400 slots for both modes.
+    assert {r["capacity"] for r in table if r["depth"] == "10"} == {"400"}
+    png = out / "heatmap-w4-k1-fifo.png"
+    assert png.exists() and png.stat().st_size > 10_000
+    # Drop two finished cells: a restart runs exactly those two.
+    kept = table[:-2]
+    with (out / "sweep.csv").open("w", newline="") as f:
+        writer = csv.DictWriter(f, list(table[0]))
+        writer.writeheader()
+        writer.writerows(kept)
+    ran = []
+    real = run_command.runner
+
+    def counting(cfg):  # noqa: ANN001, ANN202
+        ran.append((cfg.mode, cfg.seed))
+        return real(cfg)
+
+    monkeypatch.setattr(run_command, "runner", counting)
+    assert main(["sweep", str(SMALL), "--out", str(out)]) == 0
+    assert len(ran) == 2
+    again = rows(out / "sweep.csv")
+    assert sorted(tuple(r[k] for k in KEYS) for r in again) == sorted(
+        tuple(r[k] for k in KEYS) for r in table)
+    ran.clear()
+    assert main(["sweep", str(SMALL), "--out", str(out)]) == 0
+    assert ran == []
+
+
+def test_sweep_files_are_checked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.toml"
+    shutil.copy(SMALL, bad)
+    bad.write_text(bad.read_text().replace('modes = ["olaf", "fifo"]', 'modes = ["olaf", "lifo"]'))
+    with pytest.raises(SystemExit) as exc:
+        main(["sweep", str(bad)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert "lifo" in err and "\n" not in err
+    both = tmp_path / "both.toml"
+    both.write_text("[run]\nclock = \"virtual\"\n[grid]\ndepth = [1]\nbuffer_bytes = [292]\n"
+                    "rho = [1]\n")
+    with pytest.raises(ValueError, match="depth or buffer_bytes"):
+        load(both, None)
+    real = tmp_path / "real.toml"
+    real.write_text("[grid]\ndepth = [1]\nrho = [1]\n")
+    with pytest.raises(ValueError, match="virtual"):
+        load(real, None)
+
+
+def test_the_map_file_has_the_grid_the_issue_asks_for() -> None:
+    sweep = load(ROOT / "docs" / "results" / "sweep-map.toml", None)
+    assert sweep.grid["workers"] == [8, 32, 128]
+    assert set(sweep.grid["modes"]) == {"olaf", "olaf-always", "fifo", "fifo+sa"}
+    assert len(sweep.seeds) >= 5
+    assert len(cells(sweep)) == 3 * 3 * 3 * 2 * 4 * 5
+
+
+def test_ratio_interval() -> None:
+    mean, lo, hi, n = ratio_interval([2.0, 2.0, 2.0])
+    assert (mean, lo, hi, n) == (pytest.approx(2.0), pytest.approx(2.0), pytest.approx(2.0), 3)
+    mean, lo, hi, n = ratio_interval([0.5, 2.0])
+    assert mean == pytest.approx(1.0) and lo < 1 < hi and lo == pytest.approx(1 / hi)
+    # t with 1 degree of freedom: exp(12.706 * sd / sqrt(2)), sd = ln(4) / sqrt(2).
+    assert hi == pytest.approx(math.exp(12.706 * math.log(4) / 2))
+    assert ratio_interval([])[3] == 0
