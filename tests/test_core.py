@@ -147,3 +147,31 @@ def test_ps_apply_logs_staleness_in_versions_and_skips_foreign_blocks() -> None:
     assert apply.data == [(2.5, 0, 1, 0, 5.0), (2.5, 1, 2, 2, 6.0), (2.5, 7, 1, 3, 7.0)]
     assert ps.blocks_applied == 3 + 2  # block 7 is not this model's
     assert policies.foreign_blocks == 1 and rewards.snapshot() == [5.0, 6.0, 7.0]
+
+
+def test_recent_delivery_gives_quantiles_of_what_came_since_the_last_look() -> None:
+    from olaf.drl.core import RecentDelivery
+
+    data = [(0.0, 0, 1, s, 0.0) for s in (5, 5)]  # a resumed run's rows: not counted again
+    ages = np.zeros(0)
+    delivery = RecentDelivery(data, lambda: ages)
+    data.extend((0.0, b, 1, s, 0.0) for b, s in enumerate(range(1, 101)))
+    ages = np.arange(1.0, 11.0)
+    staleness, age = delivery.take()
+    assert staleness == pytest.approx((50.5, 90.1, 99.01))
+    assert age == pytest.approx((5.5, 9.1, 9.91))
+    data.append((0.0, 0, 1, 7, 0.0))
+    staleness, age = delivery.take()
+    assert staleness == (7.0, 7.0, 7.0) and all(math.isnan(a) for a in age)
+
+
+def test_a_timeline_row_carries_the_backend_s_staleness_and_update_age() -> None:
+    class Aging(ScriptedBackend):
+        def status(self) -> Status:
+            return Status(staleness=(1.0, 2.0, 3.0), update_age_ms=(10.0, 20.0, 30.0))
+
+    backend = Aging(evaluate=lambda steps: 0.0)
+    loop, _ = loop_of(RunConfig(total_steps=10**9, duration=1e9), backend)
+    row = loop.sample(0.0)
+    assert (row.staleness_p50, row.staleness_p90, row.staleness_p99) == (1.0, 2.0, 3.0)
+    assert (row.update_age_p50_ms, row.update_age_p90_ms, row.update_age_p99_ms) == (10.0, 20.0, 30.0)

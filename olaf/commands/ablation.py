@@ -28,7 +28,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from olaf.drl.stats import mean_std, plus_minus
+from olaf.drl.stats import STALENESS_COLUMNS, mean_std, plus_minus, staleness_cells
 
 HELP = ("ablation: fifo, olaf queue with workers always sending, olaf, olaf + staleness-aware "
         "aggregation, olaf + boost scaling, olaf + its decay schedule alone, both policies")
@@ -105,7 +105,7 @@ def row_of(variant: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
         "worker_s_total": plus_minus([r["worker_seconds"] for r in runs], 0),
         "worker_cpu_s": plus_minus([r.get("worker_cpu_s") for r in runs], 0),
         "mean_active_workers": plus_minus([r["mean_active_workers"] for r in runs], 2),
-        "staleness_p90": plus_minus([r["staleness_p90"] for r in runs], 1),
+        **staleness_cells(runs),
         "held_share": plus_minus([r.get("held_share") for r in runs], 2),
         "detector_overhead_pct": plus_minus([100 * r["detector_overhead_share"]
                                       if r.get("detector_overhead_share") is not None else None
@@ -127,7 +127,7 @@ COLUMNS = (("variant", "variant"), ("seeds", "seeds"), ("reached", "reached"),
            ("worker-s to target", "worker_s_to_target"), ("worker-s total", "worker_s_total"),
            ("worker CPU-s", "worker_cpu_s"), ("skipped share", "skipped_share"),
            ("MB from workers", "worker_bytes"),
-           ("mean active workers", "mean_active_workers"), ("staleness p90", "staleness_p90"),
+           ("mean active workers", "mean_active_workers"), *STALENESS_COLUMNS,
            ("held share", "held_share"), ("detector overhead %", "detector_overhead_pct"),
            ("detector CPU ms/round", "detector_cpu_ms"))
 

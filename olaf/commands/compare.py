@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from olaf.drl.stats import mean_std, plus_minus
+from olaf.drl.stats import mean_std, plus_minus, staleness_cells
 
 HELP = ("run the same configuration in olaf, olaf-always and fifo mode over seeds and "
         "compare convergence")
@@ -88,7 +88,7 @@ def compare_row(mode: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
                              else r["env_steps"] for r in runs], 0),
         "final": plus_minus([r["final_return"] for r in runs]),
         "final_eval": plus_minus([r.get("final_eval_return") for r in runs]),
-        "aom_mean": plus_minus([r["aom_mean_ms"] for r in runs], 2),
+        **staleness_cells(runs),
         "aom_p99": plus_minus([r["aom_p99_ms"] for r in runs], 1),
         "aom_spread": plus_minus([r.get("aom_worker_spread_ms") for r in runs], 1),
         "worker_bytes": plus_minus([r["worker_bytes"] / 1e6 if r.get("worker_bytes") is not None
@@ -105,7 +105,13 @@ def run(args: argparse.Namespace) -> int:
     from olaf.commands.run import link_figures, runner
     from olaf.drl.cli_args import check_env, config_from_args, resolve_target, usage_error
     from olaf.drl.display import Progress, compare_table
-    from olaf.drl.report import write_compare_plot, write_json, write_metrics, write_plots
+    from olaf.drl.report import (
+        write_compare_plot,
+        write_json,
+        write_metrics,
+        write_plots,
+        write_staleness_plot,
+    )
 
     if args.seeds < 1:
         usage_error("olaf compare: error: --seeds must be >= 1")
@@ -149,11 +155,12 @@ def run(args: argparse.Namespace) -> int:
         else:
             console.print(f"target {target}: neither {mode} nor fifo reached it, no speedup")
     plot = write_compare_plot(results, args.out / "compare.png")
+    write_staleness_plot(results, args.out / "staleness.png")
     olaf_speedup = speedup.get("olaf", {"per_seed": [], "mean": None, "std": None})
     write_json(args.out / "compare.json", {"target_reward": target, "modes": modes, "rows": rows,
                                           "speedup_per_seed": olaf_speedup["per_seed"],
                                           "speedup_mean": olaf_speedup["mean"],
                                           "speedup_std": olaf_speedup["std"],
                                           "speedup_vs_fifo": speedup, "runs": summaries})
-    console.print(f"wrote {plot} and {args.out / 'compare.json'}")
+    console.print(f"wrote {plot}, {args.out / 'staleness.png'} and {args.out / 'compare.json'}")
     return 0

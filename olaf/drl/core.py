@@ -36,7 +36,7 @@ import numpy as np
 
 from olaf.drl.config import RunConfig
 from olaf.drl.controller import RecentRewards
-from olaf.drl.results import RunResult, Snapshot, rolling_returns
+from olaf.drl.results import RunResult, Snapshot, quantiles, rolling_returns
 
 if TYPE_CHECKING:  # the PS's numpy side only: no torch, no sockets, at import
     from olaf.drl.policies import RunPolicies
@@ -94,6 +94,30 @@ class Status:
     threshold: float | None = None
     """The switch's reward threshold, if the backend knows it better than the loop's
     controller (a backend that runs its controller itself)."""
+    staleness: tuple[float, float, float] = (math.nan, math.nan, math.nan)
+    """p50/p90/p99 staleness in versions of the blocks applied since the previous status."""
+    update_age_ms: tuple[float, float, float] = (math.nan, math.nan, math.nan)
+    """p50/p90/p99 update age of the DATA received since the previous status."""
+
+
+class RecentDelivery:
+    """Staleness and update-age quantiles of what the PS took since the last look, for
+    ``Status``: ``data`` is the PS's DATA log (``PsApply.data`` rows), ``ages`` a callable
+    returning the receiver's update ages so far (ms)."""
+
+    def __init__(self, data: list[tuple[float, int, int, int, float]],
+                 ages: Callable[[], np.ndarray]) -> None:
+        self.data, self.ages = data, ages
+        self._data_seen, self._ages_seen = len(data), 0
+
+    def take(self) -> tuple[tuple[float, float, float], tuple[float, float, float]]:
+        """(staleness p50/p90/p99, update age p50/p90/p99) of the blocks since the last call."""
+        rows = self.data[self._data_seen:]
+        self._data_seen += len(rows)
+        ages = self.ages()
+        new_ages = ages[self._ages_seen:]
+        self._ages_seen = len(ages)
+        return quantiles([r[3] for r in rows]), quantiles(new_ages)
 
 
 class Backend(Protocol):
@@ -254,7 +278,10 @@ class TrainingLoop:
             updates_probes=int(tx["probes"]), p_s_mean=p_s_mean,
             eval_return=result.evaluations[-1][2] if result.evaluations else math.nan,
             learner=mean_learner(self.learner), active_workers=status.active_workers,
-            restarts=status.restarts)
+            restarts=status.restarts, staleness_p50=status.staleness[0],
+            staleness_p90=status.staleness[1], staleness_p99=status.staleness[2],
+            update_age_p50_ms=status.update_age_ms[0], update_age_p90_ms=status.update_age_ms[1],
+            update_age_p99_ms=status.update_age_ms[2])
         self.learner = {}
         result.timeline.append(snap)
         if self.tb is not None:

@@ -17,6 +17,7 @@ from rich.table import Table
 
 from olaf.drl.bottleneck import Figures
 from olaf.drl.results import Snapshot
+from olaf.drl.stats import STALENESS_COLUMNS
 
 LINE_PERIOD = 5.0
 
@@ -136,6 +137,8 @@ SUMMARY_ROWS = (
     ("AoM mean (ms)", "aom_mean_ms", 2),
     ("AoM p99 (ms)", "aom_p99_ms", 2),
     ("update age mean (ms)", "update_age_mean_ms", 1),
+    ("update age p50 / p90 / p99 (ms)", "update_age_percentiles", 1),
+    ("staleness p50 / p90 / p99 / max (versions)", "staleness_percentiles", 0),
     ("DATA blocks to PS", "data_blocks", 0),
     ("bytes to PS", "bytes_to_ps", 0),
     ("updates in DATA", "aggregated_updates", 0),
@@ -149,7 +152,6 @@ SUMMARY_ROWS = (
     ("AoM per-worker spread (ms)", "aom_worker_spread_ms", 2),
     ("model version", "model_version", 0),
     ("aggregation", "aggregation", 0),
-    ("staleness p50 / p90 / p99 / max", "staleness_percentiles", 0),
     ("held blocks", "held_blocks", 0),
     ("scaling", "scaling", 0),
     ("worker-seconds", "worker_seconds", 1),
@@ -182,6 +184,9 @@ def summary_table(summary: dict[str, Any]) -> Table:
                      f"{_fmt(summary.get('skipped_share_max'), digits)})")
         elif key == "active_of_max":
             value = f"{summary.get('active_workers', '-')} of {summary.get('max_workers', '-')}"
+        elif key == "update_age_percentiles":
+            value = " / ".join(_fmt(summary.get(f"update_age_{p}_ms"), digits)
+                               for p in ("p50", "p90", "p99"))
         elif key == "staleness_percentiles":
             value = " / ".join(_fmt(summary.get(f"staleness_{p}"))
                                for p in ("p50", "p90", "p99", "max"))
@@ -197,7 +202,7 @@ COMPARE_COLUMNS = (
     ("mode", "mode"), ("workers send", "send"), ("seeds", "seeds"), ("reached", "reached"),
     ("time to target (s)", "ttt"), ("env steps to target", "steps"),
     ("final eval return", "final_eval"), ("final training return", "final"),
-    ("AoM mean (ms)", "aom_mean"), ("AoM p99 (ms)", "aom_p99"),
+    *STALENESS_COLUMNS, ("AoM p99 (ms)", "aom_p99"),
     ("AoM per-worker spread (ms)", "aom_spread"), ("bytes from workers", "worker_bytes"),
     ("skipped share", "skipped"), ("bytes to PS", "bytes"), ("mean agg_count", "agg"),
 )

@@ -58,7 +58,7 @@ from olaf.drl.checkpoint import Checkpoint, restore_metrics, restore_rng, save_r
 from olaf.drl.children import Child, SharedFlag, evaluator_main, worker_main
 from olaf.drl.config import RunConfig
 from olaf.drl.controller import RecentRewards, embedded_setter
-from olaf.drl.core import PsApply, Status, TrainingLoop, finish_returns, real_clock
+from olaf.drl.core import PsApply, RecentDelivery, Status, TrainingLoop, finish_returns, real_clock
 from olaf.drl.elastic import ElasticAoM, WorkerControl, change_active, worker_bits
 from olaf.drl.evaluation import Evaluator
 from olaf.drl.learners import parameter_server, run_model
@@ -142,6 +142,8 @@ class LocalProcesses:
         self.next_checkpoint = (result.env_steps // every + 1) * every if every else math.inf
         self.next_status = 0.0
         self.t0 = 0.0
+        self.delivery: RecentDelivery | None = None
+        """Staleness and update age since the last timeline row (made with the receiver)."""
         self.loop: TrainingLoop | None = None
         """The loop this backend serves (set by ``run_experiment``)."""
 
@@ -213,11 +215,15 @@ class LocalProcesses:
         aom = self.receiver.aom
         aom.advance()
         tail = aom.series.global_ms
+        if self.delivery is None:
+            self.delivery = RecentDelivery(self.apply.data, lambda: aom.series.ages_ms)
+        staleness, ages = self.delivery.take()
         return Status(aom_ms=float(tail[-1]) if len(tail) else math.nan,
                       occupied=self.switch.queue.occupied,
                       outcomes=self.switch.pipeline.snapshot()["outcomes"],
                       model_version=self.ps.model_version, blocks_applied=self.ps.blocks_applied,
-                      active_workers=int(sum(self.active[:])), restarts=self.result.restarts)
+                      active_workers=int(sum(self.active[:])), restarts=self.result.restarts,
+                      staleness=staleness, update_age_ms=ages)
 
     def tick(self, loop: TrainingLoop, elapsed: float) -> None:
         self.policies.tick()

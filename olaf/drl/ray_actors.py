@@ -22,7 +22,7 @@ from dataplane.queue import OlafQueue, QueueConfig
 from dataplane.switch import UdpSwitch
 from olaf.drl.config import RunConfig
 from olaf.drl.controller import RecentRewards, embedded_setter
-from olaf.drl.core import PsApply
+from olaf.drl.core import PsApply, RecentDelivery
 from olaf.drl.evaluation import Evaluator
 from olaf.drl.learners import parameter_server, run_model
 from olaf.drl.policies import RunPolicies
@@ -107,6 +107,7 @@ class ParameterServerHost:
         self.receiver = Receiver(UdpTransport(tuple(switch_address)), values=cfg.values,
                                  frac_bits=cfg.frac_bits, pull_rate=cfg.pull_rate,
                                  on_batch=self.apply, workers=min(cfg.workers, 32))
+        self.delivery = RecentDelivery(self.apply.data, lambda: self.receiver.aom.series.ages_ms)
         self.t0 = self.apply.t0 = self.receiver.aom.start_us / 1e6
         self.policies.start(self.t0)
         self.receiver.start()
@@ -140,13 +141,16 @@ class ParameterServerHost:
             raise RuntimeError("the PS's receiver stopped")
         aom_ms = math.nan
         util = None
+        staleness = ages = (math.nan, math.nan, math.nan)
         if rx is not None:
             rx.aom.advance()
             tail = rx.aom.series.global_ms
             aom_ms = float(tail[-1]) if len(tail) else math.nan
             util = rx.stats()["queue_util"]
+            staleness, ages = self.delivery.take()
         return {"model_version": self.ps.model_version, "blocks_applied": self.ps.blocks_applied,
-                "aom_ms": aom_ms, "queue_util": util}
+                "aom_ms": aom_ms, "queue_util": util, "staleness": staleness,
+                "update_age_ms": ages}
 
     def finish(self) -> dict[str, Any]:
         """Stop pulling and publishing; everything the run's result needs from the PS."""

@@ -313,7 +313,9 @@ class RayActors:
             occupied = 0 if util is None else round(util * cfg.capacity / 255)
         return Status(aom_ms=status["aom_ms"], occupied=occupied, outcomes=outcomes,
                       model_version=status["model_version"],
-                      blocks_applied=status["blocks_applied"], active_workers=cfg.workers)
+                      blocks_applied=status["blocks_applied"], active_workers=cfg.workers,
+                      staleness=tuple(status["staleness"]),
+                      update_age_ms=tuple(status["update_age_ms"]))
 
     def tick(self, loop: TrainingLoop, elapsed: float) -> None:
         """Nothing of its own: this backend restarts no actor and writes no checkpoint."""

@@ -6,7 +6,8 @@ Files of one run:
   receiver and switch counters;
 * ``timeline.csv``: one row per sample (elapsed, env steps, mean return, AoM, queue
   occupancy, outcome counts, model version, threshold, updates sent / skipped / probes
-  so far, mean P_s of the workers' draws since the previous sample, active workers,
+  so far, mean P_s of the workers' draws since the previous sample, staleness and update
+  age p50/p90/p99 of the blocks applied since the previous sample, active workers,
   worker process restarts so far); a resumed run's files continue its checkpoint's rows;
 * ``workers.csv``: per worker, updates sent, skipped and probes, skipped share, mean P_s,
   blocks sent, acknowledged and lost;
@@ -35,6 +36,9 @@ from worker_transport.protocol import Outcome
 LEARNER_COLUMNS = ("policy_loss", "value_loss", "entropy", "actor_grad_norm", "critic_grad_norm",
                    "clip_fraction")
 """Learner statistics in the timeline (means over the gradients since the previous row)."""
+AGE_COLUMNS = ("staleness_p50", "staleness_p90", "staleness_p99", "update_age_p50_ms",
+               "update_age_p90_ms", "update_age_p99_ms")
+"""Staleness (versions) and update age of the blocks applied since the previous row."""
 MODE_COLORS = {"olaf": "tab:blue", "fifo": "tab:orange", "olaf-always": "tab:green"}
 
 
@@ -70,6 +74,11 @@ def _write_csv(path: Path, header: Sequence[str], rows: Sequence[Sequence[Any]])
         writer.writerows(rows)
 
 
+def _cell(value: float) -> float | str:
+    """A float for a CSV cell, empty when not a number."""
+    return value if math.isfinite(value) else ""
+
+
 def write_metrics(result: RunResult, out: Path) -> list[Path]:
     """Write the CSV and JSON files of one run into ``out``; returns their paths."""
     out.mkdir(parents=True, exist_ok=True)
@@ -81,13 +90,14 @@ def write_metrics(result: RunResult, out: Path) -> list[Path]:
         paths[1],
         ["elapsed_s", "env_steps", "episodes", "mean_return", "aom_ms", "occupied", "capacity",
          "model_version", "blocks_applied", "threshold", "updates_sent", "updates_skipped",
-         "updates_probes", "p_s_mean", "eval_return", *LEARNER_COLUMNS,
+         "updates_probes", "p_s_mean", "eval_return", *AGE_COLUMNS, *LEARNER_COLUMNS,
          *[n.lower() for n in names], "active_workers", "worker_restarts"],
         [[s.elapsed, s.env_steps, s.episodes, s.mean_return, s.aom_ms, s.occupied, s.capacity,
           s.model_version, s.blocks_applied, "" if s.threshold is None else s.threshold,
           s.updates_sent, s.updates_skipped, s.updates_probes,
           "" if not math.isfinite(s.p_s_mean) else s.p_s_mean,
           "" if not math.isfinite(s.eval_return) else s.eval_return,
+          *[_cell(getattr(s, c)) for c in AGE_COLUMNS],
           *[s.learner.get(c, "") for c in LEARNER_COLUMNS],
           *[s.outcomes.get(n, 0) for n in names], s.active_workers, s.restarts]
          for s in result.timeline],
@@ -188,6 +198,38 @@ def write_plots(result: RunResult, out: Path) -> list[Path]:
     plt.close(fig)
     paths.append(out / "outcomes.png")
     return paths
+
+
+def write_staleness_plot(results: Sequence[RunResult], path: Path) -> Path:
+    """The distribution of what the PS applied, per mode (all seeds pooled): staleness in
+    model versions and update age in ms, as CDFs side by side (DESIGN.md §5)."""
+    plt = _pyplot()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    by_mode: dict[str, tuple[list[np.ndarray], list[np.ndarray]]] = {}
+    for r in results:
+        stale, ages = by_mode.setdefault(r.config.variant, ([], []))
+        stale.append(np.array([d[3] for d in r.data], np.float64))
+        ages.append(np.asarray(r.update_age_ms, np.float64))
+    for mode, (stale, ages) in by_mode.items():
+        color = MODE_COLORS.get(mode, "tab:gray")
+        for ax, parts in zip(axes, (stale, ages), strict=True):
+            v = np.sort(np.concatenate(parts)) if parts else np.zeros(0)
+            if len(v):
+                ax.plot(v, np.arange(1, len(v) + 1) / len(v), color=color, lw=1.2, label=mode)
+    axes[0].set_xlabel("staleness of applied blocks (versions)")
+    axes[1].set_xlabel("update age of applied blocks (ms)")
+    for ax in axes:
+        ax.set_xscale("symlog", linthresh=1.0)
+        ax.set_ylabel("CDF")
+        ax.grid(alpha=0.3)
+        ax.legend(loc="lower right")
+    cfg = results[0].config
+    fig.suptitle(f"{cfg.env_id}, {cfg.workers} workers: how old the PS's gradients were, per mode")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 def write_compare_plot(results: Sequence[RunResult], path: Path) -> Path:

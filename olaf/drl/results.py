@@ -47,6 +47,15 @@ class Snapshot:
     """Logical workers active at the sample (boost scaling, ``olaf workers``)."""
     restarts: int = 0
     """Worker processes restarted so far."""
+    staleness_p50: float = math.nan
+    """Median staleness (PS version at apply - DATA's model_version) of the blocks applied
+    since the previous sample (NaN: none, or a backend that reports it only at the end)."""
+    staleness_p90: float = math.nan
+    staleness_p99: float = math.nan
+    update_age_p50_ms: float = math.nan
+    """Median update age (received - generated) of the DATA received since the previous sample."""
+    update_age_p90_ms: float = math.nan
+    update_age_p99_ms: float = math.nan
 
 
 @dataclass
@@ -152,7 +161,8 @@ class RunResult:
             "aom_fairness_gap_ms": self.aom.get("fairness_gap_ms", math.nan),
             "aom_worker_spread_ms": (float(max(per_aom) - min(per_aom)) if per_aom else math.nan),
             "update_age_mean_ms": self.aom.get("update_age", {}).get("mean", math.nan),
-            "update_age_p99_ms": self.aom.get("update_age", {}).get("p99", math.nan),
+            **dict(zip(("update_age_p50_ms", "update_age_p90_ms", "update_age_p99_ms"),
+                       quantiles(self.update_age_ms), strict=True)),
             "data_blocks": data_blocks,
             "bytes_to_ps": data_blocks * block_bytes,
             "aggregated_updates": int(self.receiver.get("aggregated_updates", 0)),
@@ -203,6 +213,18 @@ class RunResult:
             "weights_downlink": ("modelled delay: model bytes over the uplink rate + propagation"
                                  if cfg.clock == "virtual" else "shared memory"),
         }
+
+
+QUANTILES = (50, 90, 99)
+
+
+def quantiles(values: Any) -> tuple[float, float, float]:
+    """p50, p90 and p99 of ``values`` (NaN each when there are none)."""
+    v = np.asarray(values, np.float64)
+    if v.size == 0:
+        return math.nan, math.nan, math.nan
+    p50, p90, p99 = np.percentile(v, QUANTILES)
+    return float(p50), float(p90), float(p99)
 
 
 def worker_tx(stats: dict[str, Any]) -> dict[str, Any]:

@@ -25,10 +25,13 @@ class TensorBoardLog:
             self.writer.add_scalar(tag, value, step, walltime=wall)
 
     def snapshot(self, snap: Any) -> None:
-        """One ``runner.Snapshot``."""
+        """One ``olaf.drl.results.Snapshot``."""
         step = snap.env_steps
         self._scalar("train/mean_return", snap.mean_return, step)
         self._scalar("aom/global_ms", snap.aom_ms, step)
+        for q in ("p50", "p90", "p99"):
+            self._scalar(f"aom/staleness_{q}_versions", getattr(snap, f"staleness_{q}"), step)
+            self._scalar(f"aom/update_age_{q}_ms", getattr(snap, f"update_age_{q}_ms"), step)
         self._scalar("queue/occupied_slots", float(snap.occupied), step)
         self._scalar("model/version", float(snap.model_version), step)
         self._scalar("tx/p_s_mean", snap.p_s_mean, step)

@@ -60,7 +60,9 @@ class MininetHosts:
         self.weights, self.threshold = weights, threshold
         self.readers = {p.name: LineReader(p) for p in [ps, *workers]}
         self.steps: dict[str, int] = {}
-        self.ps_state = {"version": 0, "applied": 0, "aom": math.nan}
+        nan3 = (math.nan, math.nan, math.nan)
+        self.ps_state: dict[str, Any] = {"version": 0, "applied": 0, "aom": math.nan,
+                                         "staleness": nan3, "update_age_ms": nan3}
         self.evaluator = Evaluator(cfg)
         self._eval_thread: threading.Thread | None = None
         self._eval_answer: tuple[int, float, float, float, int] | None = None
@@ -110,8 +112,10 @@ class MininetHosts:
         if kind == "episode" and len(f) == 3:
             loop.progress(name, 0, [(float(f[0]), int(name[len(WORKER_PREFIX):]), float(f[1]),
                                      int(f[2]))])
-        elif kind == "progress" and name == "drl-ps" and len(f) == 3:
-            self.ps_state.update(version=int(f[0]), applied=int(f[1]), aom=float(f[2]))
+        elif kind == "progress" and name == "drl-ps" and len(f) == 9:
+            self.ps_state.update(version=int(f[0]), applied=int(f[1]), aom=float(f[2]),
+                                 staleness=tuple(map(float, f[3:6])),
+                                 update_age_ms=tuple(map(float, f[6:9])))
         elif kind == "progress" and len(f) == 5:
             # Workers report running totals; the loop counts new steps.
             total = int(f[0])
@@ -153,7 +157,9 @@ class MininetHosts:
         return Status(aom_ms=self.ps_state["aom"], occupied=self.occupied,
                       outcomes=dict(self.outcomes), model_version=self.ps_state["version"],
                       blocks_applied=self.ps_state["applied"], active_workers=self.cfg.workers,
-                      threshold=history[-1].threshold if history else None)
+                      threshold=history[-1].threshold if history else None,
+                      staleness=self.ps_state["staleness"],
+                      update_age_ms=self.ps_state["update_age_ms"])
 
     def tick(self, loop: TrainingLoop, elapsed: float) -> None:
         dead = [p for p in [self.ps, *self.relays, *self.workers] if p.popen.poll() is not None]

@@ -22,7 +22,8 @@ its own Mininet host, and everything crosses the network:
 
 Output (line-oriented, read by ``olaf.testbed.drl``): ``ready``; the worker's
 ``episode TIME RETURN LENGTH`` and ``progress STEPS SENT SKIPPED PROBES P_S_SUM``; the PS's ``rewards``,
-``progress VERSION APPLIED AOM_MS`` and, on exit, ``final {json}``. Both stop cleanly on
+``progress VERSION APPLIED AOM_MS`` (then staleness p50/p90/p99 and update age p50/p90/p99
+since the previous line) and, on exit, ``final {json}``. Both stop cleanly on
 SIGTERM. They start work when the ``--go`` file appears, so that every process's start-up
 (importing torch) is not counted as training time.
 """
@@ -50,7 +51,7 @@ import torch
 from olaf.algorithm import flat_parameters
 from olaf.drl.config import RunConfig
 from olaf.drl.controller import RecentRewards
-from olaf.drl.core import PsApply
+from olaf.drl.core import PsApply, RecentDelivery
 from olaf.drl.learners import parameter_server, run_model
 from olaf.drl.policies import RunPolicies
 from olaf.drl.worker_turn import build_worker, take_turn, worker_seed
@@ -213,6 +214,7 @@ def ps_main(args: argparse.Namespace) -> int:
                             frac_bits=cfg.frac_bits, pull_rate=cfg.pull_rate, on_batch=apply,
                             workers=min(cfg.workers, 32))
         apply.t0 = receiver.aom.start_us / 1e6
+        delivery = RecentDelivery(apply.data, lambda: receiver.aom.series.ages_ms)
         policies.start(apply.t0)
         receiver.start()
         print(f"start {apply.t0:.6f}", flush=True)
@@ -232,7 +234,10 @@ def ps_main(args: argparse.Namespace) -> int:
                 receiver.aom.advance()
                 tail = receiver.aom.series.global_ms
                 aom = float(tail[-1]) if len(tail) else math.nan
-                print(f"progress {ps.model_version} {ps.blocks_applied} {aom:.3f}", flush=True)
+                staleness, ages = delivery.take()
+                quantiles = " ".join(f"{q:.3f}" for q in (*staleness, *ages))
+                print(f"progress {ps.model_version} {ps.blocks_applied} {aom:.3f} {quantiles}",
+                      flush=True)
                 next_progress = now + PROGRESS_PERIOD
             stop.wait(min(cfg.broadcast_period, 0.02))
     finally:
