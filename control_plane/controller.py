@@ -62,6 +62,7 @@ from control_plane.threshold import (  # noqa: F401 - ThresholdLoop & co. are al
 from control_plane.tls import ClientTls
 from dataplane.acl import AclRule, Refusal, parse_prefix
 from dataplane.forwarding import Route, parse_routes  # Route is also imported from here (olaf ctl)
+from dataplane.queue import check_cluster_quota
 from worker_transport.protocol import INT32_MAX, Mode, MsgType, Outcome
 
 PROB_ONE = 1 << 16
@@ -161,6 +162,8 @@ class QueueSettings:
     capacity: int
     max_clusters: int
     max_blocks: int
+    cluster_quota: int
+    """Slots one cluster may hold (DESIGN.md §3 step 4); ``capacity`` means no limit."""
 
     @property
     def reward_threshold(self) -> float:
@@ -436,14 +439,18 @@ class Controller:
         action = entries[0].action
         values = {name: int.from_bytes(action[name].value, "big")
                   for name in ("mode", "threshold", "congestion_threshold", "frac_bits", "capacity",
-                               "max_clusters", "max_blocks")}
+                               "max_clusters", "max_blocks", "cluster_quota")}
         return QueueSettings(Mode(values.pop("mode")), **values)
 
     def configure(self, mode: Mode | str | None = None, threshold: int | None = None,
-                  congestion_threshold: int | None = None, **dimensions: int) -> QueueSettings:
+                  congestion_threshold: int | None = None, cluster_quota: int | None = None,
+                  **dimensions: int) -> QueueSettings:
         """Change the queue settings (read, change, write back the default action).
 
         ``threshold`` is raw fixed point; ``set_reward_threshold`` takes reward units.
+        ``cluster_quota`` must be 1..capacity (the target's, after ``dimensions``): any
+        other value raises ValueError before anything is written, on every target, since
+        a P4 program takes whatever the table holds.
         ``dimensions`` (capacity, max_clusters, max_blocks, frac_bits) are for targets
         whose P4 program reads them from the table (bmv2); the software switch fixes them
         at start and refuses a change.
@@ -461,12 +468,26 @@ class Controller:
             if congestion_threshold is not None:
                 new["congestion_threshold"] = congestion_threshold
             new.update(dimensions)
+            if cluster_quota is not None:
+                new["cluster_quota"] = check_cluster_quota(cluster_quota, new["capacity"])
+            elif new["cluster_quota"] > new["capacity"]:
+                # A smaller capacity (bmv2's dimensions) takes "no limit" along with it.
+                new["cluster_quota"] = new["capacity"]
             te = sh.TableEntry(CONFIG_TABLE)(is_default=True, action=SET_CONFIG)
             for name, value in new.items():
                 te.action[name] = str(int(value))
             with _p4rt_errors("write olaf_config"):
                 te.modify()
             return QueueSettings(**new)
+
+    def set_cluster_quota(self, quota: int) -> QueueSettings:
+        """Let each cluster hold at most ``quota`` slots (1..capacity; capacity: no limit).
+
+        One write of the default action, which the target applies between packets (the
+        software switch between batches, under its pipeline lock). A quota below a
+        cluster's current count takes no slot away: that cluster's new blocks are
+        DROPPED_FULL until PULLs bring it below the quota."""
+        return self.configure(cluster_quota=quota)
 
     def set_reward_threshold(self, threshold: float) -> int:
         """Set the reward threshold in reward units; returns the raw value written."""

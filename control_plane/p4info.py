@@ -4,8 +4,8 @@ Every OLAF target (bmv2, Tofino, the software switch) is driven through the same
 P4Runtime names, resolved to ids from whichever P4Info the controller pushed:
 
 * ``OlafIngress.olaf_config``: keyless; its default action ``set_config`` carries the
-  mode, reward threshold and congestion threshold (and the dimensions the program was
-  built with);
+  mode, reward threshold, congestion threshold and cluster quota (and the dimensions the
+  program was built with);
 * ``OlafIngress.ipv4_lpm``: forwarding of traffic the queue does not consume;
 * ``OlafEgress.drop_sim``: per-egress-port drop probability (SwitchML-style loss);
 * ``OlafIngress.update_source``/``pull_source``: the source checks (``permit``/``deny``
@@ -66,8 +66,10 @@ CONFIG_PARAMS = {
     "capacity": 16,
     "max_clusters": 16,
     "max_blocks": 16,
+    "cluster_quota": 16,
 }
-"""``set_config`` parameters and their widths; ``threshold`` is raw fixed point, >= 0."""
+"""``set_config`` parameters and their widths; ``threshold`` is raw fixed point, >= 0;
+``cluster_quota`` is 1..capacity (DESIGN.md §3 step 4; capacity means no limit)."""
 
 ACTION_PARAMS: dict[str, dict[str, int]] = {
     SET_CONFIG: CONFIG_PARAMS,

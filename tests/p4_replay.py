@@ -143,7 +143,11 @@ def load_vector(path: Path) -> Vector:
 
 
 def vector_files() -> list[Path]:
-    return sorted(VECTORS_DIR.glob("*.json"))
+    """Every shared vector file, those in tests/vectors/rtl_pending/ (the cluster_quota
+    files the RTL cannot replay yet) included: the P4 programs replay them all."""
+    from tests.vectors.generate import all_vector_files
+
+    return all_vector_files(VECTORS_DIR)
 
 
 def expected_frames(vector: Vector) -> list[bytes]:
@@ -165,6 +169,8 @@ def config_defines(config: dict, values: int = 64) -> list[str]:
         "OLAF_DEFAULT_CAPACITY": int(config["capacity"]),
         "OLAF_DEFAULT_MAX_CLUSTERS": int(config["max_clusters"]),
         "OLAF_DEFAULT_MAX_BLOCKS": int(config["max_blocks"]),
+        # No cluster_quota in a file means capacity (no limit), as in QueueConfig.
+        "OLAF_DEFAULT_CLUSTER_QUOTA": int(config.get("cluster_quota", config["capacity"])),
     }
     return [f"-D{k}={v}" for k, v in pairs.items()]
 
@@ -377,9 +383,15 @@ def _run_once(
     started = time.monotonic()
     # -L info logs "Thrift server was started" once the switch owns its port (and, per
     # packet, only errors): the CLI then talks to this switch and no other.
+    # The notifications socket defaults to ipc:///tmp/bmv2-0-notifications.ipc, which any
+    # other simple_switch on the machine (device 0) may hold: each replay gets its own,
+    # named by its Thrift port (which no other running switch holds) and kept short, since
+    # a Unix socket path has at most 107 bytes (nanomsg aborts beyond).
+    notifications_path = Path(tempfile.gettempdir()) / f"olaf-replay-{thrift_port}.ipc"
+    notifications = f"ipc://{notifications_path}"
     proc = subprocess.Popen(
         ["simple_switch", "--use-files", str(delay), "--thrift-port", str(thrift_port), "--log-console",
-         "-L", "info", *interfaces, str(program_json)],
+         "--notifications-addr", notifications, "-L", "info", *interfaces, str(program_json)],
         cwd=work_dir,
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -415,6 +427,7 @@ def _run_once(
     finally:
         stop_process(proc)
         log.close()
+        notifications_path.unlink(missing_ok=True)
     return Bmv2Run([read_pcap(work_dir / f"port{p}_out.pcap") for p in range(ports)], state)
 
 
@@ -650,15 +663,20 @@ def reference_queue_for(c: dict, values: int) -> Any:
             mode=Mode[c["mode"].upper()],
             threshold=c["threshold"],
             congestion_threshold=c["congestion_threshold"],
+            cluster_quota=c.get("cluster_quota"),
         )
     )
 
 
-def replay_on_tna_p4sim(vector: Vector) -> tuple[list[bytes], list[bytes], Any]:
+def replay_on_tna_p4sim(
+    vector: Vector, program_config: dict | None = None
+) -> tuple[list[bytes], list[bytes], Any]:
     """Run a V = 32 vector through p4/tna/olaf_tna.p4, interpreted, with util_lookup filled
-    as the controller fills it. Frames are compared up to the IPv4 total length: Tofino
-    cannot cut the unparsed payload of a BAD_LENGTH UPDATE from its ACK."""
-    defines = dict(d[2:].split("=", 1) for d in config_defines(vector.config, TNA_VALUES))
+    as the controller fills it, and olaf_config's default the vector's config (or
+    ``program_config``). Frames are compared up to the IPv4 total length: Tofino cannot
+    cut the unparsed payload of a BAD_LENGTH UPDATE from its ACK."""
+    config = vector.config if program_config is None else program_config
+    defines = dict(d[2:].split("=", 1) for d in config_defines(config, TNA_VALUES))
     switch = p4sim.Switch(P4_TNA_MAIN, defines)
     capacity = vector.config["capacity"]
     for occupied in range(capacity + 1):

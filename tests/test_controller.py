@@ -277,6 +277,50 @@ def test_congestion_threshold_and_counters_match_the_packets(target: Target, ctl
     assert ctl.counters()["msg_types"]["PULL"] == 1
 
 
+def test_cluster_quota_set_over_p4runtime_and_bad_values_refused(target: Target, ctl: Controller) -> None:
+    """The same Controller call limits a cluster on every target (DESIGN.md §3 step 4); 0
+    and more than capacity raise before anything is written, so the target keeps its
+    quota and its queue. A write that goes around the controller's check is refused by
+    the software switch (INVALID_ARGUMENT) and taken as no limit by the P4 program."""
+    assert ctl.settings().cluster_quota == 64  # QueueConfig()'s: capacity, no limit
+    settings = ctl.set_cluster_quota(2)
+    assert settings.cluster_quota == 2 and ctl.settings() == settings
+    assert outcomes(target.ask(update(1, block=0), update(1, block=1), update(1, block=2),
+                               update(2, block=3, cluster=1))) == [
+        Outcome.ENQUEUED, Outcome.ENQUEUED, Outcome.DROPPED_FULL, Outcome.ENQUEUED]
+    counters = ctl.counters()
+    for bad in (0, 65, -1):
+        with pytest.raises(ValueError, match=r"cluster_quota must be an integer 1\.\.capacity \(64\)"):
+            ctl.set_cluster_quota(bad)
+        with pytest.raises(ValueError, match="cluster_quota"):
+            ctl.configure(mode="fifo", cluster_quota=bad)  # nothing of this write happens
+    assert ctl.settings() == settings and ctl.counters() == counters
+    assert target.ask(update(1, block=2))[0].outcome == Outcome.DROPPED_FULL  # still at its quota
+    assert [a.msg_type for a in target.ask(pull())] == [MsgType.DATA]
+    assert target.ask(update(1, block=2))[0].outcome == Outcome.ENQUEUED
+    # Around the controller: the raw default entry with quota 0.
+    from p4runtime_sh import shell as sh
+
+    raw = sh.TableEntry("OlafIngress.olaf_config")(is_default=True, action="OlafIngress.set_config")
+    for name, value in {**settings.as_dict(), "mode": 0, "cluster_quota": 0}.items():
+        if name != "reward_threshold":
+            raw.action[name] = str(value)
+    if target.kind == "soft":
+        from p4runtime_sh.p4runtime import P4RuntimeWriteException
+
+        with pytest.raises(P4RuntimeWriteException, match="INVALID_ARGUMENT") as e:
+            raw.modify()
+        assert "cluster_quota must be an integer 1..capacity" in str(e.value)
+        assert ctl.settings() == settings
+    else:
+        raw.modify()  # bmv2 stores what it is given ...
+        assert ctl.settings().cluster_quota == 0
+        # ... and the program takes 0 as no limit: cluster 0 (2 slots) appends again.
+        assert target.ask(update(1, block=4))[0].outcome == Outcome.ENQUEUED
+    ctl.set_cluster_quota(64)
+    target.drain()
+
+
 def test_source_checks_set_over_p4runtime_refuse_and_count(target: Target, ctl: Controller) -> None:
     """The same Controller calls close a cluster and the PULLs on every target: this host
     (127.0.0.1 or the bmv2 namespace's address) is outside the prefixes, so it is refused
@@ -452,6 +496,16 @@ def test_cli_sets_and_shows(capsys: pytest.CaptureFixture, elections: Target) ->
     code, out, err = ctl_cli(capsys, target, "--json", "watch", "--count", "1", "--interval", "0.05")
     assert code == 0 and json.loads(out)["queue"]["occupied"] == 2
     target.drain()
+    code, out, err = ctl_cli(capsys, target, "--election-id", "5,0", "--json", "set", "--cluster-quota", "3")
+    assert code == 0 and json.loads(out)["settings"]["cluster_quota"] == 3, err
+    with pytest.raises(SystemExit) as e:  # argparse: not a quota at all
+        ctl_cli(capsys, target, "--election-id", "5,0", "set", "--cluster-quota", "0")
+    assert e.value.code == 2 and "0 is outside 1..65535" in capsys.readouterr().err
+    code, out, err = ctl_cli(capsys, target, "--election-id", "5,0", "set", "--cluster-quota", "65")
+    assert code == 2 and err.count("\n") == 1, err  # above this target's capacity: nothing written
+    assert "cluster_quota must be an integer 1..capacity (64), not 65" in err
+    code, out, err = ctl_cli(capsys, target, "--election-id", "5,0", "--json", "set", "--cluster-quota", "64")
+    assert code == 0 and json.loads(out)["settings"]["cluster_quota"] == 64
     code, out, err = ctl_cli(capsys, target, "set", "--mode", "olaf")  # default election id 0,1 < 5,0
     assert code == 1 and "PERMISSION_DENIED" in err and "5,0" in err
     code, out, err = ctl_cli(capsys, target, "counters")

@@ -223,7 +223,7 @@ def test_commit_clears_forwarding_state_reconcile_keeps_it(shell) -> None:
     route_entry("10.0.1.1/32", 1).insert()
     cfg = sh.TableEntry(CONFIG_TABLE)(is_default=True, action="OlafIngress.set_config")
     cfg.action.set(mode="1", threshold="5", congestion_threshold="7", frac_bits="16", capacity="64",
-                   max_clusters="16", max_blocks="1024")
+                   max_clusters="16", max_blocks="1024", cluster_quota="64")
     cfg.modify()
     req = p4runtime_pb2.SetForwardingPipelineConfigRequest(device_id=1)
     req.election_id.high = 1
@@ -402,7 +402,7 @@ def test_config_default_action_sets_the_queue_and_refuses_fixed_dimensions(shell
     q = switch.queue
     cfg = sh.TableEntry(CONFIG_TABLE)(is_default=True, action="OlafIngress.set_config")
     cfg.action.set(mode="1", threshold=str(3 << 16), congestion_threshold="10", frac_bits="16",
-                   capacity="64", max_clusters="16", max_blocks="1024")
+                   capacity="64", max_clusters="16", max_blocks="1024", cluster_quota="64")
     cfg.modify()
     assert (q.mode, q.threshold, q.congestion_threshold) == (Mode.FIFO, 3 << 16, 10)
     (read,) = sh.TableEntry(CONFIG_TABLE)(is_default=True).read()
@@ -412,7 +412,7 @@ def test_config_default_action_sets_the_queue_and_refuses_fixed_dimensions(shell
                                ("threshold", str(1 << 31), "never negative")):
         bad = sh.TableEntry(CONFIG_TABLE)(is_default=True, action="OlafIngress.set_config")
         bad.action.set(mode="0", threshold="1", congestion_threshold="10", frac_bits="16", capacity="64",
-                       max_clusters="16", max_blocks="1024")
+                       max_clusters="16", max_blocks="1024", cluster_quota="64")
         bad.action[name] = value
         with pytest.raises(P4RuntimeWriteException) as e:
             bad.modify()
@@ -436,9 +436,129 @@ def test_config_write_changes_the_next_packets_outcome(shell) -> None:
     outcomes(pull())
     cfg = sh.TableEntry(CONFIG_TABLE)(is_default=True, action="OlafIngress.set_config")
     cfg.action.set(mode="1", threshold=str(INT32_MAX), congestion_threshold="192", frac_bits="16",
-                   capacity="64", max_clusters="16", max_blocks="1024")
+                   capacity="64", max_clusters="16", max_blocks="1024", cluster_quota="64")
     cfg.modify()
     assert outcomes(update(1), update(2)) == [Outcome.ENQUEUED, Outcome.ENQUEUED]
+
+
+def _config_entry(**params: int) -> sh.TableEntry:
+    """olaf_config's default entry with QueueConfig()'s settings, changed by ``params``."""
+    values = {"mode": 0, "threshold": INT32_MAX, "congestion_threshold": 192, "frac_bits": 16,
+              "capacity": 64, "max_clusters": 16, "max_blocks": 1024, "cluster_quota": 64, **params}
+    te = sh.TableEntry(CONFIG_TABLE)(is_default=True, action="OlafIngress.set_config")
+    te.action.set(**{k: str(v) for k, v in values.items()})
+    return te
+
+
+def test_cluster_quota_is_set_read_back_and_refused_out_of_range(shell) -> None:
+    """DESIGN.md §3 step 4 over P4Runtime: 1..capacity is applied to the next packets and
+    read back; 0 and more than capacity are INVALID_ARGUMENT and change nothing, not even
+    the other settings of the same write; no action returns to the startup quota."""
+    switch, _ = shell
+    q = switch.queue
+
+    def outcomes(*messages: bytes) -> list[str]:
+        responses, _, _ = switch.pipeline.handle(list(messages))
+        return [Outcome(Olaf(r).outcome).name for r in responses]
+
+    _config_entry(cluster_quota=2).modify()
+    assert q.cluster_quota == 2
+    (read,) = sh.TableEntry(CONFIG_TABLE)(is_default=True).read()
+    assert read.action["cluster_quota"].value == encode_uint(2, 16)
+    first = [update(1, block=0), update(1, block=1), update(1, block=2), update(2, block=0, cluster=1)]
+    assert outcomes(*first) == ["ENQUEUED", "ENQUEUED", "DROPPED_FULL", "ENQUEUED"]
+    before = (q.mode, q.threshold, q.congestion_threshold, q.cluster_quota, q.occupied, list(q.cluster_count))
+    for bad in (0, 65, 65535):
+        with pytest.raises(P4RuntimeWriteException) as e:
+            _config_entry(cluster_quota=bad, mode=1, congestion_threshold=3).modify()
+        code, message = write_errors(e)[0]
+        assert code == "INVALID_ARGUMENT" and "cluster_quota must be an integer 1..capacity (64)" in message
+        assert (q.mode, q.threshold, q.congestion_threshold, q.cluster_quota, q.occupied,
+                list(q.cluster_count)) == before
+    assert outcomes(update(1, block=2)) == ["DROPPED_FULL"]
+    sh.TableEntry(CONFIG_TABLE)(is_default=True).modify()  # no action: the startup config
+    assert q.cluster_quota == 64
+    assert outcomes(update(1, block=2)) == ["ENQUEUED"]
+
+
+def test_switch_started_with_a_quota_keeps_it_as_its_startup_config() -> None:
+    switch = UdpSwitch(OlafQueue(QueueConfig(capacity=8, cluster_quota=3)), "127.0.0.1", 0)
+    server = P4RuntimeServer(switch, "127.0.0.1:0").start()
+    global_options.set_option(Options.verbose, False)
+    try:
+        sh.setup(device_id=1, grpc_addr=server.address, election_id=(1, 0),
+                 config=sh.FwdPipeConfig(str(P4INFO), "/dev/null"), verbose=False)
+        (read,) = sh.TableEntry(CONFIG_TABLE)(is_default=True).read()
+        assert read.action["cluster_quota"].value == encode_uint(3, 16)
+        _config_entry(capacity=8, cluster_quota=8).modify()
+        assert switch.queue.cluster_quota == 8
+        with pytest.raises(P4RuntimeWriteException) as e:
+            _config_entry(capacity=8, cluster_quota=9).modify()
+        assert "1..capacity (8)" in write_errors(e)[0][1]
+        sh.TableEntry(CONFIG_TABLE)(is_default=True).modify()
+        assert switch.queue.cluster_quota == 3
+    finally:
+        sh.teardown()
+        server.stop(0.5)
+        switch.close()
+
+
+def test_quota_changed_under_traffic_loses_no_slot(shell) -> None:
+    """Item 4 of issue 28: quota writes racing a stream of batches. The switch applies a
+    write between batches (under its pipeline lock), so at the end every slot ever
+    ENQUEUED was either popped (DATA) or is still queued, occupied is the sum of the
+    per-cluster counts, no cluster holds more than the last quota allows beyond what it
+    held when the quota fell, and the outcome counters add up to the UPDATEs sent."""
+    import random
+    import threading
+
+    switch, _ = shell
+    q = switch.queue
+    rng = random.Random(28)
+    stop = threading.Event()
+    sent = {"updates": 0, "pulls": 0, "data": 0, "batches": 0}
+    failures: list[BaseException] = []
+
+    def traffic() -> None:
+        try:
+            while not stop.is_set():
+                batch = [pull() if rng.random() < 0.3 else
+                         update(rng.randrange(8), block=rng.randrange(12), cluster=rng.randrange(4),
+                                seq=rng.randrange(1 << 16))
+                         for _ in range(rng.randrange(1, 40))]
+                responses, _, _ = switch.pipeline.handle(batch)
+                for r in responses:
+                    sent["data"] += Olaf(r).msg_type == MsgType.DATA
+                sent["updates"] += sum(m[0] & 0xF == MsgType.UPDATE for m in batch)
+                sent["pulls"] += sum(m[0] & 0xF == MsgType.PULL for m in batch)
+                sent["batches"] += 1
+                with switch.pipeline.lock:  # between batches: the invariants hold
+                    assert q.occupied == sum(q.cluster_count)
+        except BaseException as e:  # noqa: BLE001 - reported by the main thread
+            failures.append(e)
+
+    thread = threading.Thread(target=traffic)
+    thread.start()
+    try:
+        for k in range(60):
+            quota = rng.choice([1, 2, 3, 5, 16, 64])
+            _config_entry(cluster_quota=quota).modify()
+            if k % 10 == 0:
+                with pytest.raises(P4RuntimeWriteException):
+                    _config_entry(cluster_quota=rng.choice([0, 65])).modify()
+                assert q.cluster_quota == quota
+    finally:
+        stop.set()
+        thread.join(30)
+    assert not failures, failures
+    assert sent["batches"] > 10
+    outcomes = q.counters.outcomes
+    assert sum(outcomes) == sent["updates"]  # every UPDATE valid, each counted once
+    assert q.counters.msg_types[MsgType.UPDATE] == sent["updates"]
+    assert q.counters.msg_types[MsgType.PULL] == sent["pulls"]
+    assert outcomes[Outcome.ENQUEUED] == sent["data"] + q.occupied  # no slot lost
+    assert q.occupied == sum(q.cluster_count) and q.active_clusters == sum(c > 0 for c in q.cluster_count)
+    assert outcomes[Outcome.DROPPED_FULL] > 0
 
 
 def test_drop_sim_entries_are_the_impairment(shell) -> None:

@@ -67,7 +67,8 @@ def test_replies_go_to_each_sender_and_feedback_tracks_the_queue() -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["11_full_queue", "18_invalid_answered", "19_invalid_silent", "50_random_long"]
+    "name", ["11_full_queue", "18_invalid_answered", "19_invalid_silent", "50_random_long",
+             "rtl_pending/24_cluster_quota_reached", "rtl_pending/51_random_quota"]
 )
 def test_vectors_over_udp(name: str) -> None:
     """The process answers a vector file exactly as the reference model does, datagram by datagram."""
@@ -93,6 +94,8 @@ def test_vectors_over_udp(name: str) -> None:
         "--threshold",
         repr(c["threshold"] / 2 ** c["frac_bits"]),
     ]
+    if "cluster_quota" in c:
+        args += ["--cluster-quota", str(c["cluster_quota"])]
     with running_switch(*args) as sw, client() as s:
         for k, step in enumerate(doc["steps"]):
             s.sendto(bytes.fromhex(step["in"]), sw.address)

@@ -114,6 +114,8 @@ def test_config_defines_follow_the_vector_config() -> None:
     defines = p4_replay.config_defines(config)
     assert "-DOLAF_DEFAULT_MODE=1" in defines and "-DOLAF_DEFAULT_CAPACITY=4" in defines
     assert "-DOLAF_DEFAULT_THRESHOLD=65536" in defines
+    assert "-DOLAF_DEFAULT_CLUSTER_QUOTA=4" in defines  # none in the file: capacity, no limit
+    assert "-DOLAF_DEFAULT_CLUSTER_QUOTA=2" in p4_replay.config_defines({**config, "cluster_quota": 2})
     with pytest.raises(ValueError, match="V = 64"):
         p4_replay.config_defines({**config, "values": 32})
 
@@ -249,6 +251,33 @@ def test_unknown_mode_queues_as_fifo_on_simple_switch(build_dir: Path) -> None:
 
 
 @pytest.mark.skipif(MISSING is not None, reason=f"bmv2 replay skipped: {MISSING}")
+@pytest.mark.parametrize("quota", [0, 5, 65535])
+def test_out_of_range_quota_written_around_the_controller_is_no_limit(quota: int, build_dir: Path) -> None:
+    """The controller refuses a cluster_quota of 0 or above capacity; a table write that
+    bypasses it (simple_switch_CLI, here the compiled default) must not stop the queue:
+    olaf_config's quota 0 or > capacity acts as capacity, so 17_congestion_flag (one
+    cluster filling all 4 slots) replays exactly as with no quota, registers and
+    counters included."""
+    path = p4_replay.VECTORS_DIR / "17_congestion_flag.json"
+    vector = p4_replay.load_vector(path)
+    assert "cluster_quota" not in vector.config and vector.config["capacity"] == 4
+    config = {**vector.config, "cluster_quota": quota}
+    replay = p4_replay.replay_on_bmv2(vector, build_dir, program_config=config)
+    assert replay.got == replay.expected
+    assert p4_replay.state_differences(replay.state, replay.reference) == []
+
+
+@pytest.mark.skipif(MISSING is not None, reason=f"bmv2 replay skipped: {MISSING}")
+def test_quota_file_fails_without_its_quota_on_simple_switch(build_dir: Path) -> None:
+    """24_cluster_quota_reached tells a quota from none: replayed with the quota at capacity, it fails."""
+    vector = p4_replay.load_vector(p4_replay.VECTORS_DIR / "rtl_pending" / "24_cluster_quota_reached.json")
+    assert vector.config["cluster_quota"] == 2
+    config = {**vector.config, "cluster_quota": 4}
+    unlimited = p4_replay.replay_on_bmv2(vector, build_dir, program_config=config)
+    assert unlimited.got != unlimited.expected
+
+
+@pytest.mark.skipif(MISSING is not None, reason=f"bmv2 replay skipped: {MISSING}")
 def test_forwarding_and_loss_on_simple_switch(build_dir: Path, tmp_path: Path) -> None:
     """With routes and drop_sim entries written through simple_switch_CLI: MODEL and other
     IPv4 traffic follow ipv4_lpm (TTL - 1, MAC rewrite, IPv4 checksum), non-IPv4 is
@@ -345,6 +374,12 @@ BMV2_MUTANTS = {
             "hdr.olaf.reward > reward",
         ),
         "22_default_threshold_merges.json",
+    ),
+    # The quota compared with <= instead of <: a cluster gets one slot more than its quota.
+    "quota_off_by_one": (
+        _edit("include/queue.p4", "cluster_slots >= meta.cfg_cluster_quota",
+              "cluster_slots > meta.cfg_cluster_quota"),
+        "rtl_pending/24_cluster_quota_reached.json",
     ),
 }
 

@@ -24,6 +24,7 @@ from control_plane.service.base import ACL_TABLES, PROB_ONE, ServiceState, known
 from control_plane.service.entities import Action, Key, action_of, counter_array, index_of, key_of
 from control_plane.service.errors import BatchFailed, Code, P4RuntimeError, unary
 from dataplane.acl import AclRule
+from dataplane.queue import check_cluster_quota
 from worker_transport.protocol import INT32_MAX, Mode
 
 Update = p4runtime_pb2.Update
@@ -139,7 +140,7 @@ class WriteRpc(ServiceState):
         q = self.pipeline.queue
         if action is None:
             with self.pipeline.lock:
-                q.mode, q.threshold, q.congestion_threshold = self._startup
+                q.mode, q.threshold, q.congestion_threshold, q.cluster_quota = self._startup
             return
         p = action.params
         cfg = q.config
@@ -156,10 +157,18 @@ class WriteRpc(ServiceState):
         if p["threshold"] > INT32_MAX:
             raise P4RuntimeError(Code.INVALID_ARGUMENT,
                                  "threshold must be 0..2**31-1 (raw fixed point, never negative)")
+        try:
+            quota = check_cluster_quota(p["cluster_quota"], cfg.capacity)
+        except ValueError as e:
+            raise P4RuntimeError(Code.INVALID_ARGUMENT, str(e)) from None
+        # Every check is above: a refused write changes nothing. Under the pipeline lock,
+        # which the switch holds for a whole batch, the settings change between batches,
+        # never inside one, so every UPDATE sees one quota and the counts stay exact.
         with self.pipeline.lock:
             q.mode = Mode(p["mode"])
             q.threshold = p["threshold"]
             q.congestion_threshold = p["congestion_threshold"]
+            q.cluster_quota = quota
 
     def _write_route(self, kind: int, key: Key, action: Action | None) -> None:
         _, addr, plen = key[0]

@@ -147,12 +147,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     routes.add_argument("--delete", type=_prefix, action="append", default=[], metavar="PREFIX")
     _topology_args(routes)
 
-    s = sub.add_parser("set", help="set mode, thresholds and drop probabilities")
+    s = sub.add_parser("set", help="set mode, thresholds, the cluster quota and drop probabilities")
     s.add_argument("--mode", choices=("olaf", "fifo"))
     thr = s.add_mutually_exclusive_group()
     thr.add_argument("--threshold", type=_finite(0.0), metavar="R", help="reward threshold in reward units")
     thr.add_argument("--raw-threshold", type=int, metavar="N", help="reward threshold, raw fixed point")
     s.add_argument("--congestion-threshold", type=ranged(0, 255), metavar="0-255")
+    # 1..capacity; the capacity is the target's, so the upper bound is checked against it
+    # (Controller.configure) before anything is written.
+    s.add_argument("--cluster-quota", type=ranged(1, 65535), metavar="N",
+                   help="slots one cluster may hold, 1..capacity (capacity: no limit; DESIGN.md §3)")
     s.add_argument("--drop-prob", type=_port_prob, action="append", default=[], metavar="[PORT:]P",
                    help="drop_sim: drop responses leaving PORT (every port without PORT) with probability P")
 
@@ -331,9 +335,10 @@ def _set(c: Any, args: argparse.Namespace, *_: Any) -> int:
         c.set_drop_prob(port, prob)
     if args.threshold is not None:
         c.set_reward_threshold(args.threshold)
-    if args.mode or args.raw_threshold is not None or args.congestion_threshold is not None:
+    if (args.mode or args.raw_threshold is not None or args.congestion_threshold is not None
+            or args.cluster_quota is not None):
         c.configure(mode=args.mode, threshold=args.raw_threshold,
-                    congestion_threshold=args.congestion_threshold)
+                    congestion_threshold=args.congestion_threshold, cluster_quota=args.cluster_quota)
     settings = c.settings()
     _emit(args, {"settings": settings.as_dict()},
           [("olaf_config", ["field", "value"], [[k, v] for k, v in settings.as_dict().items()])])

@@ -91,6 +91,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="CONGESTED when queue_util >= this, 0-255 (default 192 = 75%%)")
     q.add_argument("--frac-bits", type=ranged(0, 31), default=16,
                    help="fixed-point fraction bits every UPDATE must carry (default 16)")
+    q.add_argument("--cluster-quota", type=ranged(1, 65535), default=None, metavar="N",
+                   help="slots one cluster may hold, 1..--capacity: a new block of a cluster at its "
+                        "quota is DROPPED_FULL (default: --capacity, no limit; DESIGN.md §3)")
 
     a = p.add_argument_group("who may send what (off unless given; see docs/security.md)")
     a.add_argument("--cluster-source", dest="cluster_sources", action="append", type=_cluster_source,
@@ -150,6 +153,8 @@ def _problem(args: argparse.Namespace) -> str | None:
             socket.if_nametoindex(iface)
         except OSError:
             return f"-i {port}@{iface}: there is no network interface {iface!r} here"
+    if args.cluster_quota is not None and args.cluster_quota > args.capacity:
+        return f"--cluster-quota must be 1..--capacity ({args.capacity}), not {args.cluster_quota}"
     if args.threshold is not None:
         largest = INT32_MAX / (1 << args.frac_bits)
         if not 0 <= args.threshold <= largest:
@@ -232,7 +237,7 @@ def run(args: argparse.Namespace) -> int:
             capacity=args.capacity, values=args.values, max_clusters=args.max_clusters,
             max_blocks=args.max_blocks, frac_bits=args.frac_bits,
             mode=Mode.OLAF if args.mode == "olaf" else Mode.FIFO, threshold=threshold,
-            congestion_threshold=args.congestion_threshold,
+            congestion_threshold=args.congestion_threshold, cluster_quota=args.cluster_quota,
         )
     except ValueError as e:
         return fail(str(e))

@@ -4,7 +4,8 @@
  * not const, so the controller replaces it at run time (P4Runtime: modify the
  * table's default entry; simple_switch_CLI: table_set_default). Its arguments equal
  * dataplane.queue.QueueConfig(): OLAF mode, threshold INT32_MAX, congestion 192,
- * 16 fraction bits, 64 slots, 16 clusters, 1024 blocks. */
+ * 16 fraction bits, 64 slots, 16 clusters, 1024 blocks, cluster quota 64 (= capacity,
+ * no limit). cluster_quota is last so that the parameters before it keep their ids. */
 
     action set_config(bit<8> mode,
                       int<32> threshold,
@@ -12,7 +13,8 @@
                       bit<8> frac_bits,
                       bit<16> capacity,
                       bit<16> max_clusters,
-                      bit<16> max_blocks) {
+                      bit<16> max_blocks,
+                      bit<16> cluster_quota) {
         meta.cfg_mode = mode;
         meta.cfg_threshold = threshold;
         meta.cfg_congestion_threshold = congestion_threshold;
@@ -20,6 +22,7 @@
         meta.cfg_capacity = capacity;
         meta.cfg_max_clusters = max_clusters;
         meta.cfg_max_blocks = max_blocks;
+        meta.cfg_cluster_quota = cluster_quota;
     }
 
     table olaf_config {
@@ -30,5 +33,6 @@
                                     OLAF_DEFAULT_FRAC_BITS,
                                     OLAF_DEFAULT_CAPACITY,
                                     OLAF_DEFAULT_MAX_CLUSTERS,
-                                    OLAF_DEFAULT_MAX_BLOCKS);
+                                    OLAF_DEFAULT_MAX_BLOCKS,
+                                    OLAF_DEFAULT_CLUSTER_QUOTA);
     }

@@ -39,6 +39,11 @@
 #ifndef OLAF_DEFAULT_MAX_BLOCKS
 #define OLAF_DEFAULT_MAX_BLOCKS 1024
 #endif
+/* Slots one cluster may hold (DESIGN.md section 3 step 4): QueueConfig's default is
+ * capacity, i.e. no limit. */
+#ifndef OLAF_DEFAULT_CLUSTER_QUOTA
+#define OLAF_DEFAULT_CLUSTER_QUOTA 64
+#endif
 
 /* Wire format (DESIGN.md section 2). */
 const bit<16> OLAF_PORT = 20300;

@@ -33,6 +33,12 @@ control OlafIngress(inout headers_t hdr,
         if (meta.cfg_max_blocks > OLAF_MAX_BLOCKS) {
             meta.cfg_max_blocks = OLAF_MAX_BLOCKS;
         }
+        /* The controller refuses a quota of 0 or above capacity; one written around it
+         * (simple_switch_CLI) means no limit, as capacity 0 means the compiled size, so
+         * that no table write can stop every append. */
+        if (meta.cfg_cluster_quota == 0 || meta.cfg_cluster_quota > meta.cfg_capacity) {
+            meta.cfg_cluster_quota = meta.cfg_capacity;
+        }
         /* The reference queue refuses any mode but OLAF and FIFO; a table write to this
          * switch is not checked, so an unknown mode queues as FIFO does (no merging). */
         if (meta.cfg_mode != MODE_OLAF) {
@@ -157,13 +163,19 @@ control OlafIngress(inout headers_t hdr,
                     } else {
                         outcome = OUTCOME_DROPPED_REWARD;
                     }
-                } else if (occupied >= meta.cfg_capacity) {
-                    outcome = OUTCOME_DROPPED_FULL;
                 } else {
-                    reg_write_ptr.read(slot, 0);
-                    outcome = OUTCOME_ENQUEUED;
-                    store = true;
-                    append = true;
+                    /* Steps 4-5: append while the queue has room and the cluster holds
+                     * fewer than cluster_quota slots. */
+                    bit<16> cluster_slots;
+                    reg_cluster_count.read(cluster_slots, (bit<32>)hdr.olaf.cluster_id);
+                    if (occupied >= meta.cfg_capacity || cluster_slots >= meta.cfg_cluster_quota) {
+                        outcome = OUTCOME_DROPPED_FULL;
+                    } else {
+                        reg_write_ptr.read(slot, 0);
+                        outcome = OUTCOME_ENQUEUED;
+                        store = true;
+                        append = true;
+                    }
                 }
 
                 bit<32> s32 = (bit<32>)slot;
