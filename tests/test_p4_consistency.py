@@ -160,10 +160,26 @@ def test_default_config_is_queue_config_default(source: P4Source) -> None:
     assert source.value("OLAF_DEFAULT_CAPACITY") == d.capacity
     assert source.value("OLAF_DEFAULT_MAX_CLUSTERS") == d.max_clusters
     assert source.value("OLAF_DEFAULT_MAX_BLOCKS") == d.max_blocks
+    assert source.value("OLAF_DEFAULT_CLUSTER_QUOTA") == d.cluster_quota == d.capacity  # no limit
     # The compiled sizes hold at least the defaults.
     assert source.value("OLAF_CAPACITY") >= d.capacity
     assert source.value("OLAF_MAX_CLUSTERS") >= d.max_clusters
     assert source.value("OLAF_MAX_BLOCKS") >= d.max_blocks
+
+
+def test_set_config_parameters_are_the_control_planes(source: P4Source) -> None:
+    """olaf_config's action on both targets has control_plane.p4info's parameters, widths
+    and order (the controller writes the same entry everywhere), cluster_quota's 16 bits
+    included, and that width holds every quota the reference accepts (1..capacity)."""
+    from control_plane.p4info import CONFIG_PARAMS
+
+    match = re.search(r"action\s+set_config\s*\((.*?)\)\s*\{", strip_comments(source.text), flags=re.S)
+    assert match, "no action set_config"
+    params = [re.fullmatch(r"\s*(?:bit|int)<(\d+)>\s+(\w+)\s*", p) for p in match.group(1).split(",")]
+    assert all(params), match.group(1)
+    assert [(m.group(2), int(m.group(1))) for m in params] == list(CONFIG_PARAMS.items())
+    assert CONFIG_PARAMS["cluster_quota"] == CONFIG_PARAMS["capacity"]  # a quota is at most capacity
+    assert source.value("OLAF_CAPACITY") < 1 << CONFIG_PARAMS["cluster_quota"]
 
 
 # -- source rules ---------------------------------------------------------------------------

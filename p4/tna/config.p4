@@ -1,6 +1,7 @@
-/* Fragment of OlafIngress (TNA): the controller's settings, as v1model's olaf_config.
- * Its action also takes the differences that `validate` (classify.p4) matches: the
- * frac_bits XOR and the rooms below max_clusters and max_blocks. */
+/* Fragment of OlafIngress (TNA): the controller's settings, as v1model's olaf_config
+ * (cluster_quota last, as there). Its action also takes the differences that `validate`
+ * (classify.p4) matches: the frac_bits XOR and the rooms below max_clusters and
+ * max_blocks. */
 
     action set_config(bit<8> mode,
                       int<32> threshold,
@@ -8,12 +9,14 @@
                       bit<8> frac_bits,
                       bit<16> capacity,
                       bit<16> max_clusters,
-                      bit<16> max_blocks) {
+                      bit<16> max_blocks,
+                      bit<16> cluster_quota) {
         md.cfg_mode = mode;
         md.cfg_threshold = threshold;
         md.cfg_congestion_threshold = (bit<16>)congestion_threshold;
         md.cfg_frac_bits = frac_bits;
         md.cfg_capacity = capacity;
+        md.cfg_cluster_quota = cluster_quota;
         md.frac_xor = hdr.olaf.frac_bits ^ frac_bits;
         md.cluster_room = max_clusters - hdr.olaf.cluster_id;
         md.block_room = max_blocks - hdr.olaf.block_id;
@@ -28,5 +31,6 @@
                                     OLAF_DEFAULT_FRAC_BITS,
                                     OLAF_DEFAULT_CAPACITY,
                                     OLAF_DEFAULT_MAX_CLUSTERS,
-                                    OLAF_DEFAULT_MAX_BLOCKS);
+                                    OLAF_DEFAULT_MAX_BLOCKS,
+                                    OLAF_DEFAULT_CLUSTER_QUOTA);
     }

@@ -14,6 +14,7 @@
         md.up_diff = hdr.olaf.reward |-| md.slot_reward;
         md.down_diff = md.slot_reward |-| hdr.olaf.reward;
         md.occ_diff = md.occupied - md.cfg_capacity;
+        md.quota_diff = md.cluster_slots - md.cfg_cluster_quota;
     }
 
     action compute_margins() {
@@ -102,25 +103,42 @@
             md.down_margin[31:31]: ternary @name("md.down_margin_sign");
             md.down_diff[31:31]: ternary @name("md.down_diff_sign");
             md.occ_diff[15:15]: ternary @name("md.occ_diff_sign");
+            md.quota_diff[15:15]: ternary @name("md.quota_diff_sign");
+            /* only to tell quota 0 or >= 2^15 (written around the controller) from the others */
+            md.cfg_cluster_quota: ternary;
         }
         actions = { decide_on_entry; decide_append; decide_pop; decide_empty; recirculate; }
         const entries = {
             /* PULL: EMPTY when nothing is queued, else DATA */
-            (0, MSG_PULL, 0, _, _, _, _, _, _, _, _): decide_empty();
-            (0, MSG_PULL, _, _, _, _, _, _, _, _, _): decide_pop();
-            /* UPDATE without a slot for its key: append unless full */
-            (0, MSG_UPDATE, _, 0, _, _, _, _, _, _, 0): decide_append(OP_DROP, OUTCOME_DROPPED_FULL);
-            (0, MSG_UPDATE, _, 0, _, _, _, _, _, _, 1): decide_append(OP_APPEND, OUTCOME_ENQUEUED);
+            (0, MSG_PULL, 0, _, _, _, _, _, _, _, _, _, _): decide_empty();
+            (0, MSG_PULL, _, _, _, _, _, _, _, _, _, _, _): decide_pop();
+            /* UPDATE without a slot for its key: append while the queue is not full and the
+             * cluster is below its quota (steps 4-5), else DROPPED_FULL. The controller
+             * refuses a quota of 0 or above capacity; written around it, either is no
+             * limit, as on v1model: 0 and 2^15.. by these entries (the sign bit of
+             * quota_diff is exact below 2^15), the rest by itself (a cluster never holds
+             * more than capacity). */
+            (0, MSG_UPDATE, _, 0, _, _, _, _, _, _, 1, 1, _): decide_append(OP_APPEND, OUTCOME_ENQUEUED);
+            (0, MSG_UPDATE, _, 0, _, _, _, _, _, _, 1, _, 0): decide_append(OP_APPEND, OUTCOME_ENQUEUED);
+            (0, MSG_UPDATE, _, 0, _, _, _, _, _, _, 1, _, 0x8000 &&& 0x8000):
+                decide_append(OP_APPEND, OUTCOME_ENQUEUED);
+            (0, MSG_UPDATE, _, 0, _, _, _, _, _, _, _, _, _): decide_append(OP_DROP, OUTCOME_DROPPED_FULL);
             /* OLAF mode, slot s: 1. same single worker; 2. |u - s| < threshold; 3. u > s */
-            (0, MSG_UPDATE, _, _, MODE_OLAF, 1, 0, _, _, _, _): decide_on_entry(OP_STORE, OUTCOME_REPLACED);
-            (0, MSG_UPDATE, _, _, MODE_OLAF, _, _, 1, 1, 1, _): decide_on_entry(OP_MERGE_UP, OUTCOME_MERGED);
-            (0, MSG_UPDATE, _, _, MODE_OLAF, _, _, 1, 1, _, _): decide_on_entry(OP_MERGE, OUTCOME_MERGED);
-            (0, MSG_UPDATE, _, _, MODE_OLAF, _, _, _, _, 1, _): decide_on_entry(OP_STORE, OUTCOME_REPLACED);
-            (0, MSG_UPDATE, _, _, MODE_OLAF, _, _, _, _, _, _):
+            (0, MSG_UPDATE, _, _, MODE_OLAF, 1, 0, _, _, _, _, _, _):
+                decide_on_entry(OP_STORE, OUTCOME_REPLACED);
+            (0, MSG_UPDATE, _, _, MODE_OLAF, _, _, 1, 1, 1, _, _, _):
+                decide_on_entry(OP_MERGE_UP, OUTCOME_MERGED);
+            (0, MSG_UPDATE, _, _, MODE_OLAF, _, _, 1, 1, _, _, _, _): decide_on_entry(OP_MERGE, OUTCOME_MERGED);
+            (0, MSG_UPDATE, _, _, MODE_OLAF, _, _, _, _, 1, _, _, _):
+                decide_on_entry(OP_STORE, OUTCOME_REPLACED);
+            (0, MSG_UPDATE, _, _, MODE_OLAF, _, _, _, _, _, _, _, _):
                 decide_on_entry(OP_DROP, OUTCOME_DROPPED_REWARD);
-            /* FIFO (any other mode): append unless full, whatever the index says */
-            (0, MSG_UPDATE, _, _, _, _, _, _, _, _, 0): decide_append(OP_DROP, OUTCOME_DROPPED_FULL);
-            (0, MSG_UPDATE, _, _, _, _, _, _, _, _, 1): decide_append(OP_APPEND, OUTCOME_ENQUEUED);
+            /* FIFO (any other mode): append as above, whatever the index says */
+            (0, MSG_UPDATE, _, _, _, _, _, _, _, _, 1, 1, _): decide_append(OP_APPEND, OUTCOME_ENQUEUED);
+            (0, MSG_UPDATE, _, _, _, _, _, _, _, _, 1, _, 0): decide_append(OP_APPEND, OUTCOME_ENQUEUED);
+            (0, MSG_UPDATE, _, _, _, _, _, _, _, _, 1, _, 0x8000 &&& 0x8000):
+                decide_append(OP_APPEND, OUTCOME_ENQUEUED);
+            (0, MSG_UPDATE, _, _, _, _, _, _, _, _, _, _, _): decide_append(OP_DROP, OUTCOME_DROPPED_FULL);
         }
         size = 16;
         default_action = recirculate();

@@ -97,6 +97,7 @@ struct ingress_metadata_t {
     bit<16>  cfg_congestion_threshold;
     bit<8>   cfg_frac_bits;
     bit<16>  cfg_capacity;
+    bit<16>  cfg_cluster_quota;
     bit<8>   frac_xor;         /* frac_bits ^ configured: 0 when they agree */
     bit<16>  cluster_room;     /* max_clusters - cluster_id: in 1..2^15-1 when in range */
     bit<16>  block_room;       /* max_blocks - block_id: in 1..2^15-1 when in range */
@@ -104,6 +105,7 @@ struct ingress_metadata_t {
     bit<8>   was_locked;
     bit<16>  occupied;
     bit<16>  occ_diff;         /* occupied - capacity: bit 15 set when not full */
+    bit<16>  quota_diff;       /* cluster_slots - cluster_quota: bit 15 set when below the quota */
     bit<16>  write_slot;       /* write_ptr as pass 1 read it: an append's slot */
     bit<16>  read_slot;        /* read_ptr as pass 1 read it: a pop's slot */
     bit<16>  entry;            /* index entry: the slot, or 0 */
@@ -115,7 +117,8 @@ struct ingress_metadata_t {
     int<32>  down_diff;        /* s.reward |-| u.reward: negative when u.reward > s.reward */
     int<32>  up_margin;        /* up_diff |-| threshold: negative when up_diff < threshold */
     int<32>  down_margin;      /* down_diff |-| threshold */
-    bit<16>  cluster_slots;    /* the cluster's queued slots, before (append) or after (pop) */
+    bit<16>  cluster_slots;    /* the cluster's queued slots: the update's cluster's (pass 1),
+                                * before an append or after a pop (pass 2) */
     bit<16>  util;
     bit<16>  cong_diff;        /* util - congestion threshold: bit 15 clear when congested */
 }

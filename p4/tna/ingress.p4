@@ -6,7 +6,8 @@
  * table or `if` compares a field with constants, not two fields. The rules need the
  * index entry before the slot and the slot before the decision, then write to all of
  * them. So:
- *   pass 1  reads occupied, the ring pointers, the index entry, the slot's agg_count,
+ *   pass 1  reads occupied, the ring pointers, the index entry, the update's cluster's
+ *           slot count (for cluster_quota), the slot's agg_count,
  *           worker and reward and the key of the slot at read_ptr (reads have no side
  *           effect, so they run for every OLAF packet, before it is even classified),
  *           takes the queue lock (reg_lock: test-and-set) if the packet is a valid
@@ -24,7 +25,8 @@
  * every table that reaches it must sit in its stage, in pass 1 and in pass 2 alike. The
  * tables that reach a Register are written out and pinned with @stage so that both
  * passes' dependency chains fit (p4/README.md, "TNA", has the plan):
- *   stage 0  occupied, index (pass 1: from the header), cluster count, seq
+ *   stage 0  occupied, index (pass 1: from the header), cluster count (pass 1: the
+ *            update's cluster, for the quota), seq
  *   stage 1  agg_count, worker, reward (pass 1: at the index entry), read_ptr
  *   stage 2  slot key (pass 1: at read_ptr), write_ptr, lock, model_version
  *   stage 3  active clusters (after the cluster count), gen_time, contributors, value 0
@@ -68,6 +70,7 @@ control OlafIngress(inout headers_t hdr,
             classify.apply();
             occupied_pass1.apply();
             index_pass1.apply();
+            cluster_count_pass1.apply();
             agg_pass1.apply();
             worker_pass1.apply();
             reward_pass1.apply();

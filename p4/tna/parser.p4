@@ -23,6 +23,7 @@ parser OlafIngressParser(packet_in pkt,
         md.cfg_congestion_threshold = 0;
         md.cfg_frac_bits = 0;
         md.cfg_capacity = 0;
+        md.cfg_cluster_quota = 0;
         md.verdict = 0;
         md.frac_xor = 0;
         md.cluster_room = 0;
@@ -31,6 +32,7 @@ parser OlafIngressParser(packet_in pkt,
         md.was_locked = 0;
         md.occupied = 0;
         md.occ_diff = 0;
+        md.quota_diff = 0;
         md.write_slot = 0;
         md.read_slot = 0;
         md.entry = 0;

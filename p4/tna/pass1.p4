@@ -1,7 +1,8 @@
 /* Fragment of OlafIngress (TNA): the register tables of pass 1. They only read
- * (occupied, the index entry, the entry's agg_count, worker and reward, both ring
- * pointers, the key of the slot at read_ptr), except that a valid UPDATE or PULL takes
- * the lock; each is pinned to its Register's stage (ingress.p4 has the plan). */
+ * (occupied, the index entry, the update's cluster's slot count, the entry's agg_count,
+ * worker and reward, both ring pointers, the key of the slot at read_ptr), except that a
+ * valid UPDATE or PULL takes the lock; each is pinned to its Register's stage (ingress.p4
+ * has the plan). */
 
     action read_occupied() {
         md.occupied = occupied_read.execute(0);
@@ -19,6 +20,17 @@
         actions = { read_index; }
         size = 1;
         default_action = read_index();
+    }
+
+    /* For the cluster quota (DESIGN.md section 3 step 4): the slots the update's cluster
+     * holds, compared with cluster_quota through the sign bit of quota_diff (decide.p4). */
+    action read_cluster_slots() {
+        md.cluster_slots = cluster_count_read.execute(cluster_hash.get({hdr.olaf.cluster_id[3:0]}));
+    }
+    @stage(0) table cluster_count_pass1 {
+        actions = { read_cluster_slots; }
+        size = 1;
+        default_action = read_cluster_slots();
     }
 
     action read_slot_agg() {

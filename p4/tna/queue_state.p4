@@ -6,6 +6,10 @@
      * has one IDENTITY hash per key: the header's (pass 1), the resubmit header's (pass 2). */
     Hash<bit<16>>(HashAlgorithm_t.IDENTITY) index_hash;
     Hash<bit<16>>(HashAlgorithm_t.IDENTITY) resub_index_hash;
+    /* Pass 1's cluster count index: cluster_id[3:0] (16 cells), so that an out-of-range
+     * cluster_id (refused later by `validate`) still reads a cell; pass 2 uses the
+     * resubmitted cluster, always in range. */
+    Hash<bit<16>>(HashAlgorithm_t.IDENTITY) cluster_hash;
 
     Register<bit<8>, bit<1>>(1, 0) reg_lock;
     RegisterAction<bit<8>, bit<1>, bit<8>>(reg_lock) lock_acquire = {
@@ -63,6 +67,9 @@
     };
 
     Register<bit<16>, bit<16>>(OLAF_MAX_CLUSTERS, 0) reg_cluster_count;
+    RegisterAction<bit<16>, bit<16>, bit<16>>(reg_cluster_count) cluster_count_read = {
+        void apply(inout bit<16> v, out bit<16> rv) { rv = v; }
+    };
     RegisterAction<bit<16>, bit<16>, bit<16>>(reg_cluster_count) cluster_count_inc = {
         void apply(inout bit<16> v, out bit<16> before) { before = v; v = v + 1; }
     };
