@@ -37,11 +37,18 @@ def parse_port_values(specs: Iterable[str], name: str, lo: float, hi: float) -> 
 
 @dataclass
 class Impairment:
-    """Per-egress-port drop probability and delay; ``None`` keys apply to every port."""
+    """Per-egress-port drop probability and delay; ``None`` keys apply to every port.
+
+    ``type_drop`` drops messages by OLAF message type wherever the switch sees them: a
+    request type (UPDATE) as it comes in, before the queue, a response type (DATA) as it
+    goes out. It is how one direction of a path loses packets (``olaf run --chaos``);
+    replace the whole dict to change it from another thread.
+    """
 
     drop_prob: dict[int | None, float] = field(default_factory=dict)
     delay_ms: dict[int | None, float] = field(default_factory=dict)
     seed: int | None = None
+    type_drop: dict[int, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._rng = np.random.default_rng(self.seed)
@@ -49,6 +56,8 @@ class Impairment:
         self._held: list[tuple[float, int, Any]] = []
         self._order = itertools.count()
         self.dropped = 0
+        self.dropped_types: dict[int, int] = {}
+        """Messages ``keep_types`` dropped, by message type."""
 
     def _lookup(self, table: dict[int | None, float], ports: np.ndarray) -> np.ndarray:
         default = table.get(None, 0.0)
@@ -64,6 +73,20 @@ class Impairment:
             return np.ones(len(ports), bool)
         survive = self._rng.random(len(ports)) >= self._lookup(self.drop_prob, ports)
         self.dropped += int((~survive).sum())
+        return survive
+
+    def keep_types(self, msg_types: np.ndarray) -> np.ndarray:
+        """Boolean mask of the messages (by message type) that survive ``type_drop``."""
+        table = self.type_drop  # one read: another thread may replace it
+        if not table:
+            return np.ones(len(msg_types), bool)
+        prob = np.zeros(len(msg_types))
+        for kind, p in table.items():
+            prob[msg_types == kind] = p
+        survive = self._rng.random(len(msg_types)) >= prob
+        for kind in np.unique(msg_types[~survive]).tolist():
+            n = int((msg_types[~survive] == kind).sum())
+            self.dropped_types[kind] = self.dropped_types.get(kind, 0) + n
         return survive
 
     def schedule(self, ports: np.ndarray, items: list[Any], now: float) -> list[Any]:

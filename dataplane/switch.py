@@ -239,15 +239,24 @@ class UdpSwitch(FrontEnd):
         if not len(rows):
             return 0
         self._capture(self._pcap_in, rows, lengths, peers, inbound=True)
-        responses, source, _ = self.pipeline.handle_batch(
-            decode_rows(rows, lengths, self.queue.config.values), peers["addr"]
-        )
+        batch = decode_rows(rows, lengths, self.queue.config.values)
+        if self.impairment.type_drop:  # loss on the way in (e.g. worker -> switch UPDATEs)
+            arrived = self.impairment.keep_types(batch.headers["msg_type"])
+            if not arrived.all():
+                lengths_in = None if batch.lengths is None else batch.lengths[arrived]
+                batch = Batch(batch.headers[arrived], batch.values[arrived], lengths_in)
+                peers = peers[arrived]
+                if not len(batch):
+                    return len(rows)
+        responses, source, _ = self.pipeline.handle_batch(batch, peers["addr"])
         out_rows, out_lengths, out_peers = (
             encode_array(responses),
             packet_lengths(responses.headers),
             peers[source],
         )
         keep = self.impairment.keep(np.zeros(len(source), np.int64))
+        if self.impairment.type_drop:  # loss on the way out (e.g. switch -> PS DATA)
+            keep &= self.impairment.keep_types(responses.headers["msg_type"])
         if not keep.all():
             out_rows, out_lengths, out_peers = out_rows[keep], out_lengths[keep], out_peers[keep]
         if self.impairment.delay_ms:

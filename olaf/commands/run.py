@@ -64,6 +64,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     platform.add_argument("--max-restarts", type=_positive_int, default=10, metavar="N",
                           help="dead worker processes restarted before the run ends with an error "
                           "(default 10)")
+    platform.add_argument("--chaos", default=None, metavar="PLAN",
+                          help="inject faults during training: a TOML/JSON plan file or inline "
+                          "TOML of events keyed by env steps (loss on worker-switch or switch-ps, "
+                          "switch-restart, kill-workers, ps-crash; docs/platform.md, Chaos)")
 
 
 def _defaults() -> dict[str, Any]:
@@ -127,12 +131,18 @@ def run(args: argparse.Namespace) -> int:
 
         usage_error("olaf run: error: --clock virtual runs in this process only: no --backend "
                     "ray, --resume, --checkpoint-dir or --max-workers")
+    if args.chaos is not None and (args.backend != "local" or args.address or args.switch
+                                   or args.switch_port is not None):
+        from olaf.drl.cli_args import usage_error
+
+        usage_error("olaf run: error: --chaos needs the embedded switch (--backend local)")
     if args.backend != "local" or args.address or args.switch or args.switch_port is not None:
         from olaf.drl.ray_backend import run_command
 
         return run_command(args)
     from rich.console import Console
 
+    from olaf.drl import chaos as chaos_mod
     from olaf.drl.cli_args import check_env, config_from_args, resolve_target, usage_error
     from olaf.drl.display import Progress, summary_table
     from olaf.drl.local import run_experiment
@@ -141,6 +151,12 @@ def run(args: argparse.Namespace) -> int:
 
     if args.checkpoint_every and not (args.checkpoint_dir or args.resume):
         usage_error("olaf run: error: --checkpoint-every needs --checkpoint-dir")
+    plan = None
+    if args.chaos is not None and args.resume is None:  # with --resume: refused below
+        try:
+            plan = chaos_mod.read_plan(args.chaos)
+        except chaos_mod.PlanError as exc:
+            usage_error(f"olaf run: error: --chaos: {exc}")
     resume = None
     if args.resume is not None:
         resume, cfg = _resume_config(args)
@@ -153,8 +169,17 @@ def run(args: argparse.Namespace) -> int:
         cfg = dataclasses.replace(cfg, checkpoint_dir=str(args.checkpoint_dir or ""),
                                   checkpoint_every=args.checkpoint_every,
                                   max_workers=args.max_workers, max_restarts=args.max_restarts)
+    if plan is not None:
+        try:
+            chaos_mod.check_plan(plan, cfg)
+        except chaos_mod.PlanError as exc:
+            usage_error(f"olaf run: error: --chaos: {exc}")
     out = args.out or Path("runs") / time.strftime("run-%Y%m%d-%H%M%S")
     out.mkdir(parents=True, exist_ok=True)
+    chaos = chaos_mod.Chaos(plan, out) if plan is not None else None
+    on_resume = None
+    if resume is not None and (Path(args.resume) / chaos_mod.CRASH_RECORD).exists():
+        on_resume = chaos_mod.record_resumed(out)  # what the restore gave, for the checks
     console = Console() if Console().is_terminal else Console(width=120)
     title = (f"olaf run: {cfg.algo} on {cfg.env_id}, {cfg.workers} workers in "
              f"{cfg.worker_processes} processes, {cfg.variant}, pull {cfg.pull_rate:g}/s, "
@@ -171,7 +196,7 @@ def run(args: argparse.Namespace) -> int:
                 result = runner(cfg)(cfg, progress, tensorboard=args.tensorboard)
             else:
                 result = run_experiment(cfg, progress, tensorboard=args.tensorboard, run_dir=out,
-                                        resume=resume)
+                                        resume=resume, chaos=chaos, on_resume=on_resume)
         except RunFailed as exc:
             failed, result = exc, exc.result
     console.print(summary_table(result.summary()))

@@ -239,9 +239,10 @@ def restore_metrics(result: RunResult, ckpt: Checkpoint) -> None:
 
 
 def save_run(cfg: RunConfig, result: RunResult, ps: ParameterServer, generation: int,
-                     receiver_series: Any, elapsed: float | None = None) -> None:
+                     receiver_series: Any, elapsed: float | None = None) -> Checkpoint:
     """Write the run's checkpoint now (``receiver_series``: the live AoM series, if the
-    receiver is still running; None when ``result`` already holds all of it)."""
+    receiver is still running; None when ``result`` already holds all of it); returns
+    what was written, as it was in memory."""
     aom_t, aom_g, ages = result.aom_t_ms, result.aom_global_ms, result.update_age_ms
     if receiver_series is not None:
         series, shift = receiver_series
@@ -264,3 +265,4 @@ def save_run(cfg: RunConfig, result: RunResult, ps: ParameterServer, generation:
         rng=capture_rng(), generation=generation)
     save(cfg.checkpoint_dir, ckpt)
     result.checkpoints += 1
+    return ckpt

@@ -31,7 +31,8 @@ Platform duties on top (docs/platform.md), all in ``LocalProcesses.tick``:
 * checkpoints every ``checkpoint_every`` env steps and at the end (olaf.drl.checkpoint),
   and ``resume`` from one: same versions, env steps and learning curve;
 * elastic workers: ``olaf workers DIR add|remove|set N`` through the run directory
-  (olaf.drl.elastic), on the active-worker flags boost scaling uses.
+  (olaf.drl.elastic), on the active-worker flags boost scaling uses;
+* ``--chaos PLAN``: the plan's faults, injected by ``olaf.drl.chaos.Chaos.tick``.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -70,6 +71,9 @@ from worker_transport.aom import MAX_WORKER_BITS
 from worker_transport.protocol import Mode
 from worker_transport.receiver import Receiver
 from worker_transport.transport import UdpTransport
+
+if TYPE_CHECKING:
+    from olaf.drl.chaos import Chaos
 
 JOIN_TIMEOUT = 10.0
 """Seconds a worker process gets to exit by itself before it is terminated."""
@@ -110,8 +114,11 @@ class LocalProcesses:
     workers and the evaluator as child processes, as a ``Backend`` of the training loop."""
 
     def __init__(self, cfg: RunConfig, result: RunResult, ps: ParameterServer,
-                 run_dir: Path | None, generation: int) -> None:
+                 run_dir: Path | None, generation: int, chaos: Chaos | None = None) -> None:
         self.cfg, self.result, self.ps = cfg, result, ps
+        self.chaos = chaos
+        self.last_checkpoint: Checkpoint | None = None
+        """What the latest checkpoint held, as it was in memory (the chaos plan's record)."""
         self.max_workers = cfg.max_workers or cfg.workers
         self.ctx = mp.get_context("spawn")
         self.go, self.stop = SharedFlag(self.ctx), SharedFlag(self.ctx)
@@ -234,6 +241,8 @@ class LocalProcesses:
         if loop.stop_rule(elapsed) is not None:
             return  # the run ends at this step: nothing to restart or control
         self.supervise()
+        if self.chaos is not None:
+            self.chaos.tick(self, loop)
         if self.control is not None:
             self.apply_control()
             now = time.time()
@@ -306,8 +315,8 @@ class LocalProcesses:
     def checkpoint(self, elapsed: float) -> None:
         series = self.receiver.aom.series
         shift = (self.receiver.aom.start_us / 1e6 - self.t0) * 1000.0
-        save_run(self.cfg, self.result, self.ps, self.generation, (series, shift),
-                         elapsed=elapsed)
+        self.last_checkpoint = save_run(self.cfg, self.result, self.ps, self.generation,
+                                        (series, shift), elapsed=elapsed)
 
     # -- start and stop -------------------------------------------------------------------
     def start_receiver(self, offset: float) -> float:
@@ -364,13 +373,17 @@ def run_experiment(
     tensorboard: Path | None = None,
     run_dir: Path | None = None,
     resume: Checkpoint | None = None,
+    chaos: Chaos | None = None,
+    on_resume: Callable[[ParameterServer, RunResult], None] | None = None,
 ) -> RunResult:
     """Run one experiment to its step budget, target or wall-clock cap; see the module doc.
 
     ``tensorboard``: a directory for TensorBoard event files of the run's scalars.
     ``run_dir``: the run's directory, where ``run.json`` and the worker control requests
     live (olaf.drl.elastic); None: no elastic control.
-    ``resume``: an ``olaf.drl.checkpoint.Checkpoint`` to continue from.
+    ``resume``: an ``olaf.drl.checkpoint.Checkpoint`` to continue from; ``on_resume`` is
+    called with the PS and the result as the checkpoint restored them, before anything runs.
+    ``chaos``: an ``olaf.drl.chaos.Chaos`` whose faults the run suffers (docs/platform.md).
 
     Raises ``RunFailed`` (with the partial result) on an unrecoverable error; SIGINT or
     SIGTERM end the run early with ``stopped_by`` naming the signal.
@@ -388,7 +401,9 @@ def run_experiment(
         restore_metrics(result, resume)
         offset, generation = resume.elapsed, resume.generation + 1
         result.resumed_from = resume.env_steps
-    backend = LocalProcesses(cfg, result, ps, run_dir, generation)
+        if on_resume is not None:
+            on_resume(ps, result)
+    backend = LocalProcesses(cfg, result, ps, run_dir, generation, chaos)
     tb = None
     if tensorboard is not None:
         from olaf.drl.tensorboard import TensorBoardLog  # optional: imports tensorboard
