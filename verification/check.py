@@ -12,8 +12,9 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
-from verification.config import Deployment
+from verification.config import ISOLATION, Deployment, quota_unsupported
 from verification.counting import CountingModel
+from verification.isolation import check_isolation
 from verification.model import (
     ENGINES,
     FAIRNESS_CAP,
@@ -101,6 +102,11 @@ def check_property(dep: Deployment, prop: str, timeout_s: float | None = None,
                    progress: Callable[[int], None] | None = None) -> CheckResult:
     """Build the model of ``dep`` and ask Z3 for a violation of ``prop`` (bounded to
     the horizon). The counterexample's AoM values are the true ones."""
+    if prop == ISOLATION:
+        return check_isolation(dep, timeout_s, options, progress)
+    reason = quota_unsupported(dep)
+    if reason is not None:
+        raise ValueError(reason)
     start = time.monotonic()
     cap = initial_cap(dep, prop)
     opt = options or Options()

@@ -16,6 +16,7 @@ from typing import Any
 
 from verification.config import (
     CLI_DEFAULT_REWARDS,
+    ISOLATION,
     MODES,
     PROPERTIES,
     REWARD_MODELS,
@@ -23,7 +24,9 @@ from verification.config import (
     SENDERS,
     ConfigError,
     Deployment,
+    isolation_unsupported,
     load_toml,
+    quota_unsupported,
 )
 
 EXIT_VERIFIED = 0
@@ -86,6 +89,9 @@ def build_parser() -> ArgumentParser:
                         f"0.15*|mean reward| (default {CLI_DEFAULT_REWARDS}); merge: no threshold "
                         "set yet / all rewards within it; unbeaten: the workers the property "
                         "is about are never out-rewarded")
+    g.add_argument("--cluster-quota", type=int,
+                   help="DESIGN.md §3 cluster_quota: the most slots one cluster may hold, "
+                        "1..capacity (default capacity: no limit)")
     g.add_argument("--periods", type=_per_worker,
                    help="slots between a worker's fresh updates: one value for all or one per "
                         "worker, e.g. 1,1,2,2 (default 1; explicit encoding)")
@@ -106,9 +112,14 @@ def build_parser() -> ArgumentParser:
     c.add_argument("--starvation-bound", type=int,
                    help="starvation: no worker skips more than this many slots in a row while "
                         "the queue has room (default ceil(feedback-ttl / slot))")
-    c.add_argument("--property", choices=(*PROPERTIES, "both", "all"), default=None,
-                   help="which property to check (default all; both = fairness and "
-                        "responsiveness)")
+    c.add_argument("--isolation-bound", type=int,
+                   help=f"isolation: the victim cluster gets an UPDATE into the queue in every "
+                        f"window of this many slots (default {d.isolation_bound})")
+    c.add_argument("--property", choices=(*PROPERTIES, ISOLATION, "both", "all"), default=None,
+                   help="which property to check (default all = the three AoM properties; "
+                        "both = fairness and responsiveness; isolation: a cluster that keeps "
+                        "sending gets into the queue within --isolation-bound slots whatever "
+                        "the other clusters send)")
     c.add_argument("--timeout", type=float, default=None,
                    help=f"seconds per property (default {DEFAULT_TIMEOUT_S:g})")
     c.add_argument("--engine", choices=("auto", "counting", "segments", "explicit"),
@@ -147,7 +158,7 @@ def _skip(text: str) -> int | str:
 FLAG_FIELDS = ("workers", "clusters", "capacity", "pull_rate", "mode", "sender", "alpha", "beta",
                "slot_ms", "rewards", "horizon", "warmup", "fairness_threshold", "aom_bound",
                "max_skip", "send_rule", "feedback_ttl_ms", "starvation_bound", "pull_jitter",
-               "periods", "phases")
+               "periods", "phases", "cluster_quota", "isolation_bound")
 
 
 def deployment_from_args(args: argparse.Namespace) -> tuple[Deployment, str, float]:
@@ -165,14 +176,19 @@ def deployment_from_args(args: argparse.Namespace) -> tuple[Deployment, str, flo
     if isinstance(values.get("feedback_ttl_ms"), str) and values["feedback_ttl_ms"] == "inf":
         values["feedback_ttl_ms"] = float("inf")
     prop = args.property or prop or "all"
-    if prop not in (*PROPERTIES, "both", "all"):
-        raise ConfigError(f"property must be one of {', '.join(PROPERTIES)}, both or all, "
-                          f"got {prop!r}")
+    if prop not in (*PROPERTIES, ISOLATION, "both", "all"):
+        raise ConfigError(f"property must be one of {', '.join(PROPERTIES)}, {ISOLATION}, both "
+                          f"or all, got {prop!r}")
     timeout = args.timeout if args.timeout is not None else timeout
     timeout = DEFAULT_TIMEOUT_S if timeout is None else timeout
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
         raise ConfigError(f"timeout must be a positive number of seconds, got {timeout!r}")
-    return Deployment(**values), prop, float(timeout)
+    dep = Deployment(**values)
+    # Refused here, with the one-line error and exit code 2, rather than by the engine.
+    reason = isolation_unsupported(dep) if prop == ISOLATION else quota_unsupported(dep)
+    if reason is not None:
+        raise ConfigError(reason)
+    return dep, prop, float(timeout)
 
 
 def describe(dep: Deployment) -> str:
@@ -186,7 +202,7 @@ def describe(dep: Deployment) -> str:
            else "")
         + f"alpha {dep.alpha:g}, "
         f"beta {dep.beta:g}, send rule {dep.send_rule}, feedback ttl {dep.feedback_ttl_ms:g} ms, "
-        f"rewards={dep.rewards}; slots {dep.warmup}..{dep.horizon - 1} "
+        f"rewards={dep.rewards}, cluster quota {dep.quota}; slots {dep.warmup}..{dep.horizon - 1} "
         f"checked, fairness <= {float(dep.fairness_threshold):g}, AoM <= {dep.aom_bound}, "
         f"max skip {dep.max_skip}, starvation bound {dep.starvation_limit}"
     )
@@ -226,7 +242,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if report is not None:
             entry["replay"] = {"reproduced": report.ok, "messages": report.messages,
                                "mismatches": report.mismatches}
-            if not report.ok:
+            if report.skipped is not None:
+                entry["replay"]["skipped"] = report.skipped
+                entry["replay_summary"] = report.summary()
+            elif not report.ok:
                 result.status = entry["status"] = "UNKNOWN"
                 result.reason = entry["reason"] = (
                     f"model/queue disagreement: {report.summary()}")

@@ -41,6 +41,12 @@ CLI_DEFAULT_REWARDS = "any"
 """What ``verify-aom`` assumes of rewards unless ``--rewards`` or the TOML file says
 otherwise: nothing (the controller sets its threshold as soon as DATA arrives)."""
 PROPERTIES = ("fairness", "responsiveness", "starvation")
+"""The AoM properties (``--property all`` checks these three)."""
+ISOLATION = "isolation"
+"""The isolation property (``verification.isolation``): a cluster that keeps sending gets
+into the queue within ``isolation_bound`` slots whatever the other clusters send. Checked
+only when asked for by name (it assumes another sender and an adversary)."""
+ALL_PROPERTIES = (*PROPERTIES, ISOLATION)
 DEFAULT_FEEDBACK_TTL_MS = 100.0
 """DESIGN.md §4's default ``feedback_ttl``."""
 
@@ -109,6 +115,15 @@ class Deployment:
     ``(t - phase) % period == 0``; without one it cannot send. Explicit encoding."""
     phases: int | tuple[int, ...] = 0
     """The slot of each worker's first fresh update (``0 <= phase < period``)."""
+    cluster_quota: int | None = None
+    """DESIGN.md §3: the most slots one cluster may hold (one value for every cluster,
+    both modes); ``None`` = ``capacity``, the switch default (no limit). Valid 1..capacity.
+    In OLAF mode with one block per update a cluster never holds more than one slot, so
+    the quota changes nothing for fairness, responsiveness and starvation; it matters to
+    ``isolation``, whose other clusters send any block."""
+    isolation_bound: int = 1
+    """Isolation property: the victim cluster gets an UPDATE into the queue (ENQUEUED,
+    MERGED or REPLACED) in every window of this many consecutive slots."""
 
     def __post_init__(self) -> None:
         def fail(message: str) -> None:
@@ -119,9 +134,10 @@ class Deployment:
             self, "fairness_threshold", _fraction(self.fairness_threshold, "fairness-threshold")
         )
         for name in ("workers", "clusters", "capacity", "horizon", "warmup", "aom_bound",
-                     "max_skip", "starvation_bound", "pull_jitter"):
+                     "max_skip", "starvation_bound", "pull_jitter", "cluster_quota",
+                     "isolation_bound"):
             value = getattr(self, name)
-            if value is None and name in ("max_skip", "starvation_bound"):
+            if value is None and name in ("max_skip", "starvation_bound", "cluster_quota"):
                 continue
             if isinstance(value, bool) or not isinstance(value, int):
                 fail(f"{name.replace('_', '-')} must be an integer, got {value!r}")
@@ -136,6 +152,11 @@ class Deployment:
             fail("clusters must be at most 255 (active_clusters is an 8-bit field)")
         if not 1 <= self.capacity <= 65535:
             fail(f"capacity must be 1..65535 slots, got {self.capacity}")
+        if self.cluster_quota is not None and not 1 <= self.cluster_quota <= self.capacity:
+            fail(f"cluster-quota must be 1..capacity ({self.capacity}) slots, got "
+                 f"{self.cluster_quota}")
+        if self.isolation_bound < 1:
+            fail(f"isolation-bound must be >= 1 slot, got {self.isolation_bound}")
         if not 0 < self.pull_rate <= MAX_PULLS_PER_SLOT:
             fail(f"pull-rate must be > 0 and <= {MAX_PULLS_PER_SLOT} PULLs per slot, "
                  f"got {float(self.pull_rate):g}")
@@ -214,6 +235,11 @@ class Deployment:
         return t >= f and (t - f) % p == 0
 
     @property
+    def quota(self) -> int:
+        """The effective ``cluster_quota``: ``capacity`` when none is set."""
+        return self.capacity if self.cluster_quota is None else self.cluster_quota
+
+    @property
     def staggered(self) -> bool:
         """Some worker updates less often than every slot or starts late."""
         return self.periods != 1 or self.phases != 0
@@ -272,6 +298,29 @@ class Deployment:
             if isinstance(d[name], tuple):
                 d[name] = list(d[name])
         return d
+
+
+def quota_unsupported(dep: Deployment) -> str | None:
+    """Why fairness, responsiveness and starvation cannot be checked with ``dep``'s
+    ``cluster_quota`` (None: they can). OLAF mode: one block per update, so a cluster
+    holds at most one slot and any quota (>= 1) never refuses an UPDATE — exact, nothing
+    to model. FIFO mode: every UPDATE takes a slot and a quota below capacity would bind;
+    those encodings do not model it (the isolation property does)."""
+    if dep.mode == "fifo" and dep.quota < dep.capacity:
+        return ("cluster-quota below capacity in FIFO mode is modelled for --property "
+                "isolation only")
+    return None
+
+
+def isolation_unsupported(dep: Deployment) -> str | None:
+    """Why the isolation property cannot be checked on ``dep`` (None: it can)."""
+    if dep.clusters < 2:
+        return "isolation needs at least 2 clusters (a victim and another cluster)"
+    if dep.pull_jitter:
+        return "isolation: --pull-jitter is not modelled (PULLs on the nominal schedule)"
+    if dep.staggered:
+        return "isolation: per-worker --periods/--phases are not modelled (the victim sends every slot)"
+    return None
 
 
 def _fraction(value: Any, name: str) -> Fraction:

@@ -22,7 +22,7 @@ from typing import Any
 import z3
 
 from dataplane.queue import OlafQueue, QueueConfig
-from verification.config import CONTRIBUTOR_BITS, Deployment
+from verification.config import CONTRIBUTOR_BITS, ISOLATION, Deployment
 from verification.sending import probability, slot_us
 from verification.trace import Event, Trace
 from worker_transport.codec import Batch, decode, encode
@@ -44,12 +44,17 @@ VALUES = 4
 class ReplayReport:
     messages: int = 0
     mismatches: list[str] = field(default_factory=list)
+    skipped: str | None = None
+    """Why the trace could not be replayed (the reference lacks a setting it needs);
+    neither a confirmation nor a disagreement."""
 
     @property
     def ok(self) -> bool:
-        return not self.mismatches
+        return not self.mismatches and self.skipped is None
 
     def summary(self) -> str:
+        if self.skipped is not None:
+            return f"skipped: {self.skipped}"
         if self.ok:
             return (f"reproduced by the reference OlafQueue ({self.messages} messages: "
                     "outcomes, occupancy, DATA contents, AoM, P_s and the violation match)")
@@ -100,10 +105,20 @@ def replay(dep: Deployment, trace: Trace, expect_violation: bool = True) -> Repl
     """Feed ``trace`` to a fresh reference queue configured like ``dep``. With
     ``expect_violation`` False only the behaviour is compared (any model solution,
     not only counterexamples, must be a behaviour of the real queue and workers)."""
+    if trace.prop == ISOLATION:
+        from verification.isolation import replay_isolation
+
+        return replay_isolation(dep, trace)
     threshold = INT32_MAX if trace.reward_threshold is None else trace.reward_threshold
+    # A quota below capacity cannot bind here (OLAF mode, one block: one slot per cluster;
+    # FIFO mode with a quota is refused outside isolation), but the reference gets it when
+    # it knows the setting, so that the replay runs the configured queue.
+    extra = ({"cluster_quota": dep.quota}
+             if dep.quota < dep.capacity and "cluster_quota" in QueueConfig.__dataclass_fields__
+             else {})
     queue = OlafQueue(QueueConfig(
         capacity=dep.capacity, values=VALUES, max_clusters=max(dep.clusters, 1), max_blocks=1,
-        mode=Mode.OLAF if dep.mode == "olaf" else Mode.FIFO, threshold=threshold,
+        mode=Mode.OLAF if dep.mode == "olaf" else Mode.FIFO, threshold=threshold, **extra,
     ))
     report = ReplayReport()
     bad = report.mismatches.append

@@ -40,6 +40,9 @@ class Event:
     """pull with DATA: workers whose AoM the PS resets (contributor bits, aliased)."""
     reward: int | None = None
     """update with rewards=any: a concrete reward (raw fixed point) realising the outcome."""
+    block: int | None = None
+    """The block id where it is not 0 by construction (the isolation property, whose other
+    clusters send any block): update: its block; pull with DATA: the popped slot's."""
 
 
 @dataclass
@@ -90,13 +93,15 @@ class Trace:
             parts = []
             for e in s.events:
                 if e.kind == "update":
-                    label = f"w{e.worker}c{e.cluster}:{OUTCOME_SHORT[Outcome[e.outcome]]}"
+                    blk = f"b{e.block}" if e.block else ""
+                    label = f"w{e.worker}c{e.cluster}{blk}:{OUTCOME_SHORT[Outcome[e.outcome]]}"
                     if e.reward is not None:
                         label += f"(r={e.reward})"
                     parts.append(f"{label}[{e.occupied}]")
                 elif e.response == "DATA":
                     who = ",".join(f"w{w}" for w in e.credited)
-                    parts.append(f"PULL:c{e.cluster}{{{who}}}[{e.occupied}]")
+                    blk = f"b{e.block}" if e.block else ""
+                    parts.append(f"PULL:c{e.cluster}{blk}{{{who}}}[{e.occupied}]")
                 else:
                     parts.append(f"PULL:EMPTY[{e.occupied}]")
             mark = " <==" if s.slot == self.violation_slot else ""
