@@ -101,8 +101,10 @@ def test_a_run_survives_the_chaos_plan_and_keeps_what_the_design_promises(tmp_pa
     assert crash["checkpoint_env_steps"] == saved.env_steps == int(before["env_steps"])
     assert crash["checkpoint_model_version"] == saved.model_version > 0
     # The crash came after the whole plan, and lost at most one checkpoint interval.
-    assert [e["action"] for e in crash["log"] if e["action"] != "worker-back"] == [
-        "loss", "loss", "switch-restart", "loss-end", "loss-end", "kill-workers", "ps-crash"]
+    actions = [e["action"] for e in crash["log"]]
+    assert sorted(actions) == sorted(["loss", "loss", "loss-end", "loss-end", "switch-restart",
+                                      "kill-workers", "worker-back", "worker-back", "ps-crash"])
+    assert actions[-1] == "ps-crash" and actions.index("worker-back") > actions.index("kill-workers")
     assert 0 <= crash["env_steps"] - saved.env_steps <= 2 * EVERY
     # Loss on both paths, and the switch restart, are in the counters.
     assert crash["dropped"]["worker-switch"] > 0 and crash["dropped"]["switch-ps"] > 0
@@ -213,3 +215,39 @@ def test_a_bad_plan_is_one_line_and_exit_2(plan: str, extra: list[str], message:
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.count("\n") == 1 and message in proc.stderr, proc.stderr
     assert not (tmp_path / "o").exists()
+
+
+VIRTUAL_PLAN = """
+event = [
+  {at_steps = 500, action = "loss", path = "worker-switch", p = 0.2, for_steps = 1000},
+  {at_steps = 500, action = "loss", path = "switch-ps", p = 0.2},
+  {at_steps = 1500, action = "switch-restart"},
+  {at_steps = 2000, action = "kill-workers", n = 1},
+]
+"""
+
+
+def test_the_plan_on_the_virtual_clock_is_simulated_events_and_the_same_run_bit_for_bit() -> None:
+    from olaf.drl.config import RunConfig
+    from olaf.drl.simulated import run_simulated
+    from tests.test_simulated import fingerprint
+
+    cfg = RunConfig(workers=4, clock="virtual", total_steps=4_000, eval_every=1_000, eval_episodes=2,
+                    target_reward=None, duration=1e6, seed=5)
+    plan = chaos.read_plan(VIRTUAL_PLAN)
+    chaos.check_plan(plan, cfg)
+    runs = [chaos.Chaos(plan), chaos.Chaos(plan)]
+    a, b = (run_simulated(cfg, chaos=c) for c in runs)
+    assert fingerprint(a) == fingerprint(b)
+    assert runs[0].log == runs[1].log
+    actions = [e["action"] for e in runs[0].log]
+    assert actions == ["loss", "loss", "loss-end", "switch-restart", "kill-workers"]
+    kill = runs[0].log[-1]
+    assert kill["killed"] == {"olaf-worker-0": [0, 2]}  # worker w lives in process w % 2
+    assert a.restarts == 1 and [r[1:] for r in a.restart_log] == [("olaf-worker-0", -signal.SIGKILL)]
+    final = runs[0].log[-2]["switch_before"]["outcomes"]
+    assert final["ENQUEUED"] > 0
+    assert runs[0].log[2]["dropped"]["worker-switch"] > 0 and a.receiver["data_blocks"] > 0
+    assert a.env_steps >= 4_000 and a.data
+    with pytest.raises(chaos.PlanError, match="virtual clock"):
+        chaos.check_plan(chaos.read_plan('event = [{at_steps = 9, action = "ps-crash"}]'), cfg)

@@ -193,7 +193,7 @@ def run(args: argparse.Namespace) -> int:
                   link=link_figures(cfg)) as progress:
         try:
             if cfg.clock == "virtual":
-                result = runner(cfg)(cfg, progress, tensorboard=args.tensorboard)
+                result = runner(cfg)(cfg, progress, tensorboard=args.tensorboard, chaos=chaos)
             else:
                 result = run_experiment(cfg, progress, tensorboard=args.tensorboard, run_dir=out,
                                         resume=resume, chaos=chaos, on_resume=on_resume)

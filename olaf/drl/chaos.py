@@ -46,7 +46,6 @@ import json
 import math
 import os
 import signal
-import time
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,9 +106,13 @@ class Plan:
 def read_plan(spec: str) -> Plan:
     """The plan in file ``spec`` (``.json``: JSON, else TOML) or in ``spec`` itself."""
     path = Path(spec)
-    if path.suffix in (".toml", ".json") and not path.is_file():
+    try:
+        is_file = path.is_file()
+    except OSError:  # inline text too long for a file name
+        is_file = False
+    if path.suffix in (".toml", ".json") and not is_file:
         raise PlanError(f"no plan file {spec}")
-    if path.is_file():
+    if is_file:
         text, as_json = path.read_text(), path.suffix == ".json"
     else:
         text, as_json = spec, spec.lstrip().startswith(("{", "[{", "[ {", "[]"))
@@ -213,6 +216,8 @@ class Chaos:
         self.killed: list[dict[str, Any]] = []
         """Per killed process: name, pid, at_steps; new_pid and back_at_steps once it is back."""
         self.switch_restarts = 0
+        self.generation = 0
+        """Worker generations the virtual clock's kill-workers used (seeds of new workers)."""
         self._checkpoints_seen = 0
         """``result.checkpoints`` when the plan last changed something (the crash waits for more)."""
 
@@ -223,8 +228,9 @@ class Chaos:
                 del self.loss[path]
                 self._set_loss(backend)
                 self._note(backend, loop, {"action": "loss-end", "path": path,
-                                           "dropped": dropped(backend.switch.impairment)})
-        self._watch_restarts(backend, loop)
+                                           "dropped": dropped(_impairment(backend))})
+        if hasattr(backend, "children"):  # the local backend's processes
+            self._watch_restarts(backend, loop)
         while self.pending and self.pending[0].at_steps <= steps:
             event = self.pending[0]
             if event.action == "ps-crash" and not self._crash_ready(backend):
@@ -241,8 +247,12 @@ class Chaos:
             self._set_loss(backend)
             entry.update(path=event.path, p=event.p, for_steps=event.for_steps)
         elif event.action == "switch-restart":
-            entry.update(switch_before=restart_switch(backend.switch))
+            entry.update(switch_before=restart_switch(backend.switch) if hasattr(backend, "switch")
+                         else restart_simulated_switch(backend))
             self.switch_restarts += 1
+        elif event.action == "kill-workers" and not hasattr(backend, "children"):
+            self.generation += 1
+            entry.update(killed=restart_simulated_workers(backend, event.n, self.generation))
         elif event.action == "kill-workers":
             victims = [c for c in backend.children if not c.is_evaluator][:event.n]
             for child in victims:
@@ -256,8 +266,7 @@ class Chaos:
 
     def _set_loss(self, backend: Any) -> None:
         # One assignment of a new dict: the switch thread reads it without a lock.
-        backend.switch.impairment.type_drop = {int(PATHS[path]): p
-                                               for path, (p, _) in self.loss.items()}
+        _impairment(backend).type_drop = {int(PATHS[path]): p for path, (p, _) in self.loss.items()}
 
     def _watch_restarts(self, backend: Any, loop: Any) -> None:
         """A killed process is back when its successor (same name, new PID) reported."""
@@ -304,7 +313,7 @@ class Chaos:
         os.kill(os.getpid(), signal.SIGKILL)
 
     def _note(self, backend: Any, loop: Any, entry: dict[str, Any]) -> None:
-        entry.update(steps=loop.steps, elapsed=round(time.time() - loop.t0, 3))
+        entry.update(steps=loop.steps, elapsed=round(loop.backend.now() - loop.t0, 3))
         self._checkpoints_seen = backend.result.checkpoints
         self.log.append(entry)
         if self.out is not None:
@@ -320,6 +329,49 @@ def restart_switch(switch: Any) -> dict[str, Any]:
         before = switch.pipeline.snapshot()
         switch.pipeline.queue = OlafQueue(switch.queue.config)
     return {"occupied": before["occupied"], "outcomes": before["outcomes"]}
+
+
+def restart_simulated_switch(sim: Any) -> dict[str, Any]:
+    """``restart_switch`` on the virtual clock (``olaf.drl.simulated.Simulated``)."""
+    before = {"occupied": sim.queue.occupied, "outcomes": sim.outcomes()}
+    sim.queue = OlafQueue(sim.queue.config)
+    return before
+
+
+def restart_simulated_workers(sim: Any, n: int, generation: int) -> dict[str, list[int]]:
+    """kill-workers on the virtual clock: the logical workers of the first ``n`` worker
+    processes (worker ``w`` lives in process ``w % P``) start again at once, in zero
+    simulated time, as the local backend restarts them: new environments, learner and
+    sender (no feedback, P_s = 1), seeds of a new ``generation``; a gradient computed
+    but not yet sent is lost, the turn is acted again. Counted as the local backend counts."""
+    from olaf.drl.simulated import SimTransport
+    from olaf.drl.worker_turn import build_worker, worker_seed
+
+    cfg, procs = sim.cfg, sim.cfg.worker_processes
+    killed = {f"olaf-worker-{p}": [w for w in range(cfg.workers) if w % procs == p]
+              for p in range(n)}
+    ids = {w for ws in killed.values() for w in ws}
+    for w in sorted(ids):
+        worker, sender = sim.pool[w]
+        worker.close()
+        sender.close()
+        sim.transports[w] = SimTransport(sim, w)
+        sim.pool[w] = build_worker(cfg, w, worker_seed(cfg.seed, w, generation), None, sim.newest,
+                                   transport=sim.transports[w], clock=sim.now_us)
+    # Each worker has one pending event; a pending send (a gradient of the dead worker)
+    # becomes acting again. Same time and order: the heap stays a heap.
+    for i, (t, order, kind, w, _) in enumerate(sim._events):
+        if w in ids and kind == "send":
+            sim._events[i] = (t, order, "act", w, None)
+    for name in killed:
+        sim.result.restarts += 1
+        sim.result.restart_log.append((sim.seconds(), name, -signal.SIGKILL))
+    return killed
+
+
+def _impairment(backend: Any) -> Any:
+    """Where a backend's chaos loss lives: the embedded switch's, or the simulated links'."""
+    return backend.switch.impairment if hasattr(backend, "switch") else backend.impairment
 
 
 def dropped(impairment: Any) -> dict[str, int]:

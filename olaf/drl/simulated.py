@@ -34,7 +34,9 @@ The same seed gives the same run bit for bit: the event order is a function of t
 seed (ties broken by insertion order), torch runs on one thread, and every random
 stream is seeded. Time to target and every reported time are simulated seconds (the
 summary says ``clock: simulated``); the host's seconds are in ``receiver.host_s``.
-Not modelled: the PS's own compute time, loss on the links, switch processing time.
+Not modelled: the PS's own compute time, switch processing time, and loss on the links
+unless ``--chaos`` asks for it (``impairment``, ``chaos``: olaf.drl.chaos applies its
+loss, switch restarts and worker kills here as simulated events).
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ import numpy as np
 import torch
 
 from control_plane.threshold import ThresholdLoop
+from dataplane.impairment import Impairment
 from dataplane.queue import OlafQueue, QueueConfig
 from olaf.drl.bottleneck import block_bytes
 from olaf.drl.config import RunConfig
@@ -167,6 +170,10 @@ class Simulated:
         self._next_tx = 0
         self.evaluator = Evaluator(cfg)
         self._answer: tuple[int, float, float, float, int] | None = None
+        # --chaos (olaf.drl.chaos): its loss drops UPDATEs on arrival at the switch and DATA
+        # as it leaves, by message type, from a stream of the seed; its tick runs in ours.
+        self.impairment = Impairment(seed=cfg.seed, type_drop={})
+        self.chaos: Any = None
 
     # -- clocks ---------------------------------------------------------------------------
     def now_us(self) -> int:
@@ -213,6 +220,8 @@ class Simulated:
 
     def tick(self, loop: TrainingLoop, elapsed: float) -> None:
         self.policies.tick(self.seconds())
+        if self.chaos is not None:
+            self.chaos.tick(self, loop)
 
     def stop_signal(self) -> str | None:
         return None
@@ -277,9 +286,11 @@ class Simulated:
         """Worker ``w``'s blocks serialise on its link, then propagate to the switch."""
         start = max(self.now_ns, self._link_free[w])
         n = len(rows)
+        arrives = self.impairment.keep_types(np.full(n, MsgType.UPDATE))  # chaos loss
         for i in range(n):
             t = start + round((i + 1) * self.uplink_ns) + self.prop_ns
-            heapq.heappush(self._arrivals, (t, next(self._order), w, rows[i]))
+            if arrives[i]:
+                heapq.heappush(self._arrivals, (t, next(self._order), w, rows[i]))
         self._link_free[w] = start + round(n * self.uplink_ns)
 
     # -- the switch ----------------------------------------------------------------------------
@@ -335,7 +346,7 @@ class Simulated:
             for row, i in zip(wire, acks.tolist(), strict=True):
                 j = src[i]
                 self.transports[workers[j]].inbox.append((times[j] + self.prop_ns, row.tobytes()))
-        data = np.flatnonzero(kinds == MsgType.DATA)
+        data = np.flatnonzero((kinds == MsgType.DATA) & self.impairment.keep_types(kinds))
         self.counts["empty"] += int((kinds == MsgType.EMPTY).sum())
         if len(data):
             heads = h[data]
@@ -372,13 +383,15 @@ class Simulated:
 
 
 def run_simulated(cfg: RunConfig, progress: Callable[[Snapshot], None] | None = None,
-                  tensorboard: Any = None) -> RunResult:
-    """One run on the virtual clock (see the module doc); ``duration`` caps simulated time."""
+                  tensorboard: Any = None, chaos: Any = None) -> RunResult:
+    """One run on the virtual clock (see the module doc); ``duration`` caps simulated time;
+    ``chaos``: an ``olaf.drl.chaos.Chaos`` whose faults the run suffers."""
     began = time.perf_counter()
     torch.set_num_threads(1)
     ps = parameter_server(cfg, run_model(cfg))
     result = RunResult(cfg, num_parameters=len(ps.params), num_blocks=ps.num_blocks)
     backend = Simulated(cfg, result, ps)
+    backend.chaos = chaos
     tb = None
     if tensorboard is not None:
         from olaf.drl.tensorboard import TensorBoardLog  # optional: imports tensorboard
