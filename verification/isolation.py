@@ -382,17 +382,23 @@ class Simulator:
                     for e in sim.slot(t, msgs) if e.kind == "update")
                 for t, msgs in enumerate(order)]
 
-    def _attack(self, t: int) -> Event:
+    def _attack(self) -> Event:
+        """One attacker UPDATE with a fresh key: ENQUEUED by the lowest other cluster
+        below its quota, or — the ring full or every other cluster at its quota (never in
+        a model's trace, whose fills stay within ``attacker_quota``) — DROPPED_FULL."""
         dep = self.dep
         held = [sum(1 for x in self.ring if x.cluster == k) for k in range(dep.clusters)]
-        a = next(k for k in range(dep.clusters) if k != self.victim and held[k] < dep.quota)
-        if len(self.ring) >= dep.capacity:
-            raise AssertionError(f"slot {t}: an attacker fill beyond the capacity")
+        others = [k for k in range(dep.clusters) if k != self.victim]
+        a = next((k for k in others if held[k] < dep.quota), others[0])
         u = dep.members(a)[0]
         blocks = {x.block for x in self.ring if x.cluster == a}
         block = min(b for b in range(dep.capacity + 1) if b not in blocks)
-        self.ring.append(_Entry(a, u, block, True, {u}))
-        return Event("update", len(self.ring), worker=u, cluster=a, outcome="ENQUEUED",
+        if len(self.ring) >= dep.capacity or held[a] >= dep.quota:
+            outcome = "DROPPED_FULL"
+        else:
+            self.ring.append(_Entry(a, u, block, True, {u}))
+            outcome = "ENQUEUED"
+        return Event("update", len(self.ring), worker=u, cluster=a, outcome=outcome,
                      block=block)
 
     def slot(self, t: int, msgs: list[tuple[int, bool]]) -> list[Event]:
@@ -400,7 +406,7 @@ class Simulator:
         victims_left = list(dep.members(v))
         events = []
         for fill, is_pull in msgs:
-            events += [self._attack(t) for _ in range(fill)]
+            events += [self._attack() for _ in range(fill)]
             if is_pull:
                 if not self.ring:
                     events.append(Event("pull", 0, response="EMPTY"))
