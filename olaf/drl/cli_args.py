@@ -98,6 +98,12 @@ def add_bottleneck_arguments(parser: argparse.ArgumentParser) -> None:
                        help="each worker's own link rate, 0: no serialisation (virtual clock)")
     group.add_argument("--clusters", type=int, default=d.clusters, metavar="K",
                        help=f"training clusters: worker w in cluster w %% K (default {d.clusters})")
+    group.add_argument("--max-clusters", type=int, default=d.max_clusters, metavar="M",
+                       help="cluster ids the switch's queue accepts, so that ids K..M-1 are left to "
+                       "other tenants (default: K)")
+    group.add_argument("--cluster-quota", type=int, default=d.cluster_quota, metavar="Q",
+                       help="slots one cluster may hold in the switch's queue, 1..capacity, "
+                       "DESIGN.md §3 (default 0: capacity, no limit)")
     group.add_argument("--clock", choices=CLOCKS, default=d.clock,
                        help="real: processes and sockets in wall time; virtual: one process, "
                        f"simulated time for workers, links, switch and PS (default {d.clock})")
@@ -115,7 +121,10 @@ def bottleneck_from_args(args: argparse.Namespace) -> dict[str, Any]:
     """RunConfig keyword arguments of the bottleneck: a preset's numbers, then the flags."""
     from olaf.drl.bottleneck import PRESETS
 
+    # getattr: a namespace built without these two flags (an older caller) keeps the defaults.
     out: dict[str, Any] = {"clusters": args.clusters, "clock": args.clock,
+                           "max_clusters": getattr(args, "max_clusters", 0),
+                           "cluster_quota": getattr(args, "cluster_quota", 0),
                            "step_time_us": args.step_time_us,
                            "compute_time_us": args.compute_time_us,
                            "heterogeneity": args.heterogeneity}

@@ -329,6 +329,13 @@ class RunConfig:
     0: identical workers."""
     jitter: float = 0.05
     """Virtual clock: sigma of a lognormal factor drawn per turn (0: none)."""
+    max_clusters: int = 0
+    """Cluster ids the switch's queue accepts (its ``max_clusters``, DESIGN.md §3); 0 means
+    ``clusters``. More leaves ids ``clusters..max_clusters-1`` to other tenants sharing the
+    switch (the neighbour of docs/security.md's flood measurement)."""
+    cluster_quota: int = 0
+    """Slots one cluster may hold in the switch's queue at once (DESIGN.md §3 step 4,
+    1..capacity); 0 means ``capacity``, i.e. no limit (the default)."""
 
     def __post_init__(self) -> None:
         checks = [
@@ -360,6 +367,7 @@ class RunConfig:
             if not ok:
                 raise ValueError(message)
         self._bottleneck()
+        self._queue_limits()
 
     def _bottleneck(self) -> None:
         """Check the bottleneck block and derive ``capacity``/``pull_rate`` from B and C."""
@@ -388,6 +396,29 @@ class RunConfig:
             object.__setattr__(self, "capacity", slots_of(self.buffer_bytes, self.values))
         if self.egress_rate:
             object.__setattr__(self, "pull_rate", blocks_per_second(self.egress_rate, self.values))
+
+    def _queue_limits(self) -> None:
+        """Check ``max_clusters`` and ``cluster_quota`` (after ``_bottleneck``, which may
+        derive ``capacity`` from B)."""
+        checks = [
+            (self.max_clusters == 0 or self.clusters <= self.max_clusters <= 65536,
+             "max_clusters must be 0 (= clusters) or clusters..65536"),
+            (0 <= self.cluster_quota <= self.capacity,
+             f"cluster_quota must be 0 (no limit) or 1..capacity ({self.capacity})"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(message)
+
+    @property
+    def queue_max_clusters(self) -> int:
+        """The switch queue's ``max_clusters``: ``max_clusters``, or ``clusters`` if 0."""
+        return self.max_clusters or self.clusters
+
+    @property
+    def queue_cluster_quota(self) -> int:
+        """The switch queue's ``cluster_quota``: ``cluster_quota``, or ``capacity`` if 0."""
+        return self.cluster_quota or self.capacity
 
     @property
     def workers_use_p_s(self) -> bool:

@@ -129,8 +129,9 @@ class LocalProcesses:
         self.apply = PsApply(ps, self.policies, self.rewards)
         self.apply.data = result.data  # a resumed run's log goes on
         self.board = WeightBoard(len(ps.params))
-        qcfg = QueueConfig(capacity=cfg.capacity, values=cfg.values, max_clusters=cfg.clusters,
+        qcfg = QueueConfig(capacity=cfg.capacity, values=cfg.values, max_clusters=cfg.queue_max_clusters,
                            max_blocks=ps.num_blocks, frac_bits=cfg.frac_bits,
+                           cluster_quota=cfg.queue_cluster_quota,
                            mode=Mode.OLAF if cfg.mode == "olaf" else Mode.FIFO)
         self.switch = UdpSwitch(OlafQueue(qcfg), "127.0.0.1", 0)
         result.switch_address, result.weight_board = self.switch.address, self.board.name
@@ -301,6 +302,9 @@ class LocalProcesses:
             return
         self.control.write_status({
             "pid": os.getpid(),
+            # Where the embedded switch listens, so another tenant's sender (benchmarks/
+            # bench_flood.py) can reach it while the run goes on.
+            "switch_address": list(self.switch.address),
             "env_steps": self.result.env_steps,
             "model_version": self.ps.model_version,
             "active_workers": [w for w in range(self.max_workers) if self.active[w]],

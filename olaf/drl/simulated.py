@@ -121,8 +121,8 @@ class Simulated:
         self._events: list[tuple[int, int, str, int, Any]] = []
         self._order = itertools.count()
         self.queue = OlafQueue(QueueConfig(
-            capacity=cfg.capacity, values=cfg.values, max_clusters=cfg.clusters,
-            max_blocks=ps.num_blocks, frac_bits=cfg.frac_bits,
+            capacity=cfg.capacity, values=cfg.values, max_clusters=cfg.queue_max_clusters,
+            max_blocks=ps.num_blocks, frac_bits=cfg.frac_bits, cluster_quota=cfg.queue_cluster_quota,
             mode=Mode.OLAF if cfg.mode == "olaf" else Mode.FIFO))
         self.policies = RunPolicies(cfg, ps)
         if self.policies.aggregator is not None:
