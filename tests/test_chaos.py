@@ -145,13 +145,20 @@ def test_a_run_survives_the_chaos_plan_and_keeps_what_the_design_promises(tmp_pa
     # The counters go on: env steps, episodes (the checkpoint's rows first, no step counted
     # twice), restarts.
     assert summary["resumed_from_steps"] == saved.env_steps
-    assert summary["env_steps"] > saved.env_steps
     assert summary["worker_restarts"] == crash["restarts"] + len(summary["restart_log"])
     episodes = _rows(tmp_path / "run2" / "episodes.csv")
     old = saved.metrics["episodes"]
     assert [int(e["env_steps"]) for e in episodes[:len(old)]] == old[:, 1].astype(int).tolist()
     steps = [int(e["env_steps"]) for e in episodes]
-    assert steps == sorted(steps) and steps[len(old)] > saved.env_steps
+    assert steps == sorted(steps)
+    if saved.scalars["steps_to_target"] is None:
+        # The target came after the crash (a ps-crash holds the target stop back, and on a
+        # loaded machine the killed processes take long to come back, so it may come
+        # before): the resumed run trained on from the checkpoint's steps.
+        assert summary["env_steps"] > saved.env_steps and steps[len(old)] > saved.env_steps
+        assert summary["steps_to_target"] > saved.env_steps
+    else:
+        assert summary["steps_to_target"] == saved.scalars["steps_to_target"] <= saved.env_steps
     evaluations = _rows(tmp_path / "run2" / "evaluations.csv")
     assert int(evaluations[len(saved.metrics["evaluations"])]["model_version"]) == saved.model_version
     for pid in [*summary["worker_pids"]]:

@@ -174,12 +174,16 @@ def run(args: argparse.Namespace) -> int:
             chaos_mod.check_plan(plan, cfg)
         except chaos_mod.PlanError as exc:
             usage_error(f"olaf run: error: --chaos: {exc}")
+        if plan.crash is not None:  # the plan's crash ends this part, not the target
+            cfg = dataclasses.replace(cfg, stop_at_target=False)
     out = args.out or Path("runs") / time.strftime("run-%Y%m%d-%H%M%S")
     out.mkdir(parents=True, exist_ok=True)
     chaos = chaos_mod.Chaos(plan, out) if plan is not None else None
     on_resume = None
-    if resume is not None and (Path(args.resume) / chaos_mod.CRASH_RECORD).exists():
+    crash_record = None if resume is None else chaos_mod.crash_record(args.resume)
+    if crash_record is not None:
         on_resume = chaos_mod.record_resumed(out)  # what the restore gave, for the checks
+        cfg = dataclasses.replace(cfg, stop_at_target=crash_record["stop_at_target"])
     console = Console() if Console().is_terminal else Console(width=120)
     title = (f"olaf run: {cfg.algo} on {cfg.env_id}, {cfg.workers} workers in "
              f"{cfg.worker_processes} processes, {cfg.variant}, pull {cfg.pull_rate:g}/s, "

@@ -29,15 +29,20 @@ as JSON, anything else as TOML) or inline (``--chaos 'event = [{at_steps = 100, 
 "switch-restart"}]'``). A bad plan is a one-line error (``PlanError``; exit 2 from the CLI).
 
 The executor (``Chaos``) is called by the local backend once per loop step
-(``LocalProcesses.tick``); an event fires at the first step at or after its ``at_steps``.
-A ``ps-crash`` is the last event and waits, beyond its ``at_steps``, until a checkpoint
-was written after every earlier event (and after every killed process came back), so
-that what is restored has seen the whole plan. Before the process kills itself it writes,
-next to the checkpoint, ``chaos-before.npz`` (what that checkpoint held, taken from
-memory, not from the file) and ``chaos-crash.json`` (the event log, the killed and
-restarted PIDs, the counters at the crash). A run resumed from that directory writes
-``chaos-after.npz`` into its ``--out``: what its PS and counters held right after the
-restore. ``compare_records`` compares two such records bit for bit.
+(``LocalProcesses.tick``), or by the virtual clock's (``Simulated.tick``: loss, switch
+restart and worker kills as simulated events); an event fires at the first step at or
+after its ``at_steps``.
+
+A ``ps-crash`` is the last event. While it is pending the run does not stop at its target
+(the crash ends it; the run resumed from it stops at the target again), and it waits,
+beyond its ``at_steps``, until a checkpoint was written after every earlier event and
+after every killed process came back, so that what is restored has seen the whole plan.
+Before the process kills itself it writes, next to the checkpoint, ``chaos-before.npz``
+(what that checkpoint held, taken from memory, not from the file) and
+``chaos-crash.json`` (the event log, the killed and restarted PIDs, the counters at the
+crash). A run resumed from that directory writes ``chaos-after.npz`` into its ``--out``:
+what its PS and counters held right after the restore. ``compare_records`` compares two
+such records bit for bit.
 """
 
 from __future__ import annotations
@@ -203,8 +208,9 @@ def check_plan(plan: Plan, cfg: Any) -> None:
 
 # -- the executor ---------------------------------------------------------------------------
 class Chaos:
-    """Carries out a plan in a local run (``olaf.drl.local.LocalProcesses``): ``tick`` is
-    called once per loop step with the backend and the loop."""
+    """Carries out a plan: ``tick`` is called once per loop step with the backend and the
+    loop, by the local backend (``olaf.drl.local.LocalProcesses``: real faults) or the
+    virtual clock (``olaf.drl.simulated.Simulated``: simulated events, no ps-crash)."""
 
     def __init__(self, plan: Plan, out: Path | None = None) -> None:
         self.plan = plan
@@ -307,6 +313,7 @@ class Chaos:
             "dropped": dropped(backend.switch.impairment),
             "processes": {c.name: c.proc.pid for c in backend.children},
             "weight_board": result.weight_board,
+            "stop_at_target": True,  # olaf run's, suspended while the crash was pending
             "log": self.log,
         }
         _write_json(where / CRASH_RECORD, crash)
@@ -406,6 +413,15 @@ def resumed_record(ps: Any, result: Any) -> dict[str, np.ndarray]:
     """``state_record`` of a resumed run's PS and counters, right after the restore."""
     return state_record(ps.state(), result.env_steps, result.restarts,
                         {k: getattr(result, k) for k in METRICS})
+
+
+def crash_record(checkpoint_dir: str | Path) -> dict[str, Any] | None:
+    """The ``chaos-crash.json`` a ps-crash left in ``checkpoint_dir``, if any."""
+    path = Path(checkpoint_dir) / CRASH_RECORD
+    try:
+        return json.loads(path.read_text())
+    except (FileNotFoundError, NotADirectoryError):
+        return None
 
 
 def record_resumed(out: Path) -> Any:
