@@ -53,6 +53,7 @@ COLORS = {"fifo": "tab:orange", "olaf-always": "tab:olive", "olaf": "tab:blue",
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    # Heavy (scapy, torch, grpc): imported when the command runs, so olaf --help stays fast.
     from olaf.drl.cli_args import add_run_arguments
 
     add_run_arguments(parser, duration=DEFAULT_DURATION, total_steps=DEFAULT_TOTAL_STEPS)
@@ -147,6 +148,7 @@ def write_plot(results: dict[str, list[Any]], path: Path, target: float | None) 
     import matplotlib.pyplot as plt
     import numpy as np
 
+    # Heavy (scapy, torch, grpc): imported when the command runs, so olaf --help stays fast.
     from olaf.drl.results import rolling_returns
 
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.5))
@@ -182,6 +184,7 @@ def variant_config(args: argparse.Namespace, variant: str, *, seed: int,
     """The RunConfig of one variant (the flags, with the variant's mode and policies)."""
     from dataclasses import replace
 
+    # Heavy (scapy, torch, grpc): imported when the command runs, so olaf --help stays fast.
     from olaf.drl.cli_args import config_from_args
 
     mode, aggregation, scaling, always_send = VARIANTS[variant]
@@ -194,6 +197,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
+    # Heavy (scapy, torch, grpc): imported when the command runs, so olaf --help stays fast.
     from olaf.drl.cli_args import check_env, resolve_target, usage_error
     from olaf.drl.display import Progress
     from olaf.drl.local import run_experiment

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bmv2_topologies.topology import load as load_testbed_topology
 from olaf.argtypes import ranged
 
 HELP = "control an OLAF switch over P4Runtime (software switch, bmv2 simple_switch_grpc, Tofino)"
@@ -91,6 +92,7 @@ def _route(text: str) -> tuple[str, int, str | None]:
 
 def _prefixes(text: str) -> list[str]:
     """``PREFIX[,PREFIX...]`` (host bits zero); empty: none."""
+    # Heavy (scapy, torch, grpc): imported when the command runs, so olaf --help stays fast.
     from dataplane.acl import parse_prefix
 
     try:
@@ -207,6 +209,7 @@ def _print_table(title: str, columns: list[str], rows: list[list[Any]]) -> None:
 def run(args: argparse.Namespace) -> int:
     import logging
 
+    # Heavy (scapy, torch, grpc): imported when the command runs, so olaf --help stays fast.
     from control_plane.controller import Controller, ControllerError
 
     # p4runtime-shell logs a broken stream at CRITICAL on the root logger; the CLI reports
@@ -232,6 +235,7 @@ def run(args: argparse.Namespace) -> int:
     election_id = args.election_id or ((0, 1) if writes else None)
     tls = None
     if args.tls_ca or args.tls_cert or args.tls_key:
+        # Heavy (scapy, torch, grpc): imported when the command runs, so olaf --help stays fast.
         from control_plane.tls import ClientTls, TlsError
 
         tls = ClientTls(args.tls_ca, args.tls_cert, args.tls_key)
@@ -266,7 +270,8 @@ def run(args: argparse.Namespace) -> int:
 def _load_topology(path: str, switch: str | None) -> Any:
     """A control_plane ``Topology``: from its own JSON format, or derived from a p4lang/tutorials
     style topology (``hosts``/``switches``/``links``, as in ``bmv2_topologies/``)."""
-    from control_plane.controller import Route, Topology
+    # Heavy (scapy, torch, grpc): imported when the command runs, so olaf --help stays fast.
+    from control_plane.controller import Topology
 
     try:
         spec = json.loads(Path(path).read_text())
@@ -274,18 +279,14 @@ def _load_topology(path: str, switch: str | None) -> Any:
         raise ValueError(f"cannot read topology {path}: {e}") from None
     if not isinstance(spec, dict) or "links" not in spec:
         return Topology.load(path, switch)
-    try:
-        from bmv2_topologies.topology import load
-    except ImportError as e:
-        raise ValueError(f"{path} is a tutorials-style topology; cannot load bmv2_topologies: {e}") from None
-    topo = load(path)
+    topo = load_testbed_topology(path)
     if switch is None:
         if len(topo.switches) != 1:
             raise ValueError(f"{path} has switches {sorted(topo.switches)}: pick one with --switch")
         switch = next(iter(topo.switches))
     if switch not in topo.switches:
         raise ValueError(f"{path} has no switch {switch!r} (it has {sorted(topo.switches)})")
-    return Topology([Route(r.prefix, r.port, r.mac) for r in topo.routes(switch)])
+    return Topology(topo.routes(switch))
 
 
 def _emit(args: argparse.Namespace, doc: dict[str, Any], tables: list[tuple[str, list[str], list[list[Any]]]]
@@ -298,6 +299,7 @@ def _emit(args: argparse.Namespace, doc: dict[str, Any], tables: list[tuple[str,
 
 
 def _push(c: Any, args: argparse.Namespace, topology: Any) -> int:
+    # Heavy (scapy, torch, grpc): imported when the command runs, so olaf --help stays fast.
     from control_plane.controller import bmv2_device_config, tofino_device_config
 
     if args.bmv2_json:
@@ -373,6 +375,7 @@ def _counters(c: Any, args: argparse.Namespace, *_: Any) -> int:
 
 
 def _registers(c: Any, args: argparse.Namespace, *_: Any) -> int:
+    # Heavy (scapy, torch, grpc): imported when the command runs, so olaf --help stays fast.
     from control_plane.controller import QUEUE_REGISTERS
 
     names = args.names or list(QUEUE_REGISTERS)

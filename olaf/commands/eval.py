@@ -45,6 +45,7 @@ def record_episode(policy: Any, env_id: str, seed: int) -> tuple[list[Any], floa
     # Frames are drawn off-screen: SDL needs no display (and stops asking for one).
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
 
+    # Heavy (scapy, torch, grpc): imported when the command runs, so olaf --help stays fast.
     from olaf.drl.evaluation import evaluate_greedy
 
     frames: list[Any] = []
@@ -81,6 +82,7 @@ def write_gif(frames: list[Any], path: Path, fps: float) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # Heavy (scapy, torch, grpc): imported when the command runs, so olaf --help stays fast.
     from olaf.drl.checkpoint import CheckpointError, load
 
     def fail(message: str) -> int:
@@ -96,6 +98,7 @@ def run(args: argparse.Namespace) -> int:
 
     import torch
 
+    # Heavy (scapy, torch, grpc): imported when the command runs, so olaf --help stays fast.
     from olaf.algorithm import initial_model, load_flat_parameters
     from olaf.drl.evaluation import EVAL_SEED_OFFSET, evaluate_greedy
     from olaf.drl.learners import make_algorithm

@@ -8,6 +8,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from olaf.commands.worker import SilenceMonitor, add_silence_argument, add_transport_arguments
+from olaf.shutdown import stop_on_signals
 
 if TYPE_CHECKING:
     from worker_transport.receiver import DataBatch
@@ -96,6 +97,7 @@ class ModelApplier:
     def __call__(self, batch: DataBatch) -> None:
         import numpy as np
 
+        # Heavy (scapy, torch, grpc): imported when the command runs, so olaf --help stays fast.
         from worker_transport.receiver import scatter_add
 
         ids = batch.headers["block_id"].astype(np.int64)
@@ -142,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
 
     import numpy as np
 
-    from olaf.shutdown import stop_on_signals
+    # Heavy (scapy, torch, grpc): imported when the command runs, so olaf --help stays fast.
     from worker_transport.receiver import Receiver
     from worker_transport.transport import transport_from_args
 

@@ -15,6 +15,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import numpy as np
 
+    # Heavy (scapy, torch, grpc): imported when the command runs, so olaf --help stays fast.
     from dataplane.queue import OlafQueue, QueueConfig
     from worker_transport.codec import Batch, decode, encode
     from worker_transport.fixedpoint import (
@@ -24,6 +25,8 @@ def run(args: argparse.Namespace) -> int:
         split_blocks,
         to_fixed,
     )
+
+    # Heavy (scapy, torch, grpc): imported when the command runs, so olaf --help stays fast.
     from worker_transport.protocol import DEFAULT_FRAC_BITS, MsgType
 
     if args.params < 1 or not 1 <= args.values <= 255:

@@ -6,7 +6,9 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
+from dataplane.impairment import Impairment, parse_port_values
 from olaf.argtypes import ranged
+from olaf.shutdown import stop_on_signals
 
 if TYPE_CHECKING:
     from dataplane.impairment import Impairment
@@ -45,6 +47,7 @@ def _port_iface(text: str) -> tuple[int, str]:
 
 
 def _source_prefix(text: str):  # noqa: ANN202 - ipaddress.IPv4Network, imported lazily
+    # Heavy (scapy, torch, grpc): imported when the command runs, so olaf --help stays fast.
     from dataplane.acl import parse_prefix
 
     try:
@@ -54,6 +57,7 @@ def _source_prefix(text: str):  # noqa: ANN202 - ipaddress.IPv4Network, imported
 
 
 def _cluster_source(text: str):  # noqa: ANN202 - (cluster, ipaddress.IPv4Network)
+    # Heavy (scapy, torch, grpc): imported when the command runs, so olaf --help stays fast.
     from dataplane.acl import parse_cluster_source
 
     try:
@@ -136,6 +140,7 @@ def _problem(args: argparse.Namespace) -> str | None:
     """The first thing wrong with the arguments, checked before anything is opened; None when all is well."""
     import socket
 
+    # Heavy (scapy, torch, grpc): imported when the command runs, so olaf --help stays fast.
     from worker_transport.protocol import INT32_MAX
 
     if bool(args.listen) == bool(args.interfaces):
@@ -207,12 +212,13 @@ def _make_pcap_dir(path: str) -> str | None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    # Heavy (scapy, torch, grpc): imported when the command runs, so olaf --help stays fast.
     from dataplane.acl import SourceAcl
-    from dataplane.impairment import Impairment, parse_port_values
     from dataplane.queue import OlafQueue, QueueConfig
     from dataplane.switch import StatsLine, UdpSwitch
-    from olaf.shutdown import stop_on_signals
     from worker_transport.fixedpoint import to_fixed
+
+    # Heavy (scapy, torch, grpc): imported when the command runs, so olaf --help stays fast.
     from worker_transport.protocol import INT32_MAX, Mode
 
     def fail(message: str) -> int:
@@ -245,6 +251,7 @@ def run(args: argparse.Namespace) -> int:
     problem = _check_ports(impairment, ports, bool(args.listen))
     credentials = None
     if problem is None and args.tls_cert:
+        # Heavy (scapy, torch, grpc): imported when the command runs, so olaf --help stays fast.
         from control_plane.tls import TlsError, server_credentials
 
         try:
@@ -269,6 +276,7 @@ def run(args: argparse.Namespace) -> int:
             return fail(f"--listen {args.listen[0]}:{args.listen[1]}: cannot listen there: {e.strerror}")
         where = f"udp {switch.address[0]}:{switch.address[1]}"
     else:
+        # Heavy (scapy, torch, grpc): imported when the command runs, so olaf --help stays fast.
         from dataplane.ethernet import EthernetSwitch
         from dataplane.forwarding import ForwardingTable
 
@@ -283,6 +291,7 @@ def run(args: argparse.Namespace) -> int:
     stop = stop_on_signals()
     p4runtime = None
     if args.p4runtime:
+        # Heavy (scapy, torch, grpc): imported when the command runs, so olaf --help stays fast.
         from control_plane.service import P4RuntimeServer
 
         try:

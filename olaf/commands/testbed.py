@@ -11,6 +11,12 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from bmv2_topologies import bmv2
+from bmv2_topologies.mininet_api import MininetMissing, missing_requirements
+from bmv2_topologies.shaping import LinkShape, ShapingError
+from bmv2_topologies.testbed import Testbed, TestbedError
+from bmv2_topologies.topology import TopologyError, load, shipped_names
+
 HELP = "run the DRL experiment (or synthetic traffic) on a Mininet topology (needs root)"
 
 # olaf.drl.config's RunConfig/ImpactConfig defaults, repeated (and tested) so that building the
@@ -114,10 +120,6 @@ def _ps_link_summary(testbed: Any, shape: Any, values: int) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bmv2_topologies import bmv2
-    from bmv2_topologies.mininet_api import MininetMissing, missing_requirements
-    from bmv2_topologies.topology import TopologyError, load, shipped_names
-
     def fail(message: str) -> int:
         print(f"olaf testbed: error: {message}", file=sys.stderr)
         return 2
@@ -154,13 +156,12 @@ def run(args: argparse.Namespace) -> int:
     if args.ps_link_limit is not None and args.ps_link_rate is None:
         return fail("--ps-link-limit needs --ps-link-rate (without a rate nothing queues there)")
     if args.ps_link_rate is not None:
-        from bmv2_topologies.shaping import LinkShape, ShapingError
-
         try:
             ps_link = LinkShape.parse(args.ps_link_rate, args.ps_link_limit)
         except ShapingError as e:
             return fail(f"--ps-link-rate/--ps-link-limit: {e}")
     try:
+        # Heavy (scapy, torch, grpc): imported when the command runs, so olaf --help stays fast.
         from olaf.drl.config import A2CConfig, ImpactConfig, RunConfig
         from olaf.drl.evaluation import default_target
 
@@ -180,8 +181,8 @@ def run(args: argparse.Namespace) -> int:
     reason = missing_requirements()
     if reason:
         return fail(reason)
+    # Heavy (scapy, torch, grpc): imported when the command runs, so olaf --help stays fast.
     from bmv2_topologies.experiment import run_synthetic
-    from bmv2_topologies.testbed import Testbed, TestbedError
     from olaf.testbed.drl import run_drl, write_report
 
     out = args.out or Path("runs") / time.strftime(f"testbed-{topo.name}-{args.switch}-%Y%m%d-%H%M%S")

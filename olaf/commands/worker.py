@@ -7,6 +7,9 @@ import math
 import sys
 from collections.abc import Callable
 
+from olaf.shutdown import stop_on_signals
+from worker_transport.policy import DEFAULT_ALPHA, DEFAULT_BETA, DEFAULT_FEEDBACK_TTL_MS, make_policy
+
 HELP = "send synthetic gradient updates of a given size at a given rate (UDP or raw Ethernet)"
 
 OLAF_PORT = 20300
@@ -48,7 +51,6 @@ def add_silence_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from worker_transport.policy import DEFAULT_ALPHA, DEFAULT_BETA, DEFAULT_FEEDBACK_TTL_MS
 
     add_transport_arguments(parser)
     w = parser.add_argument_group("worker")
@@ -177,8 +179,7 @@ def run(args: argparse.Namespace) -> int:
 
     import numpy as np
 
-    from olaf.shutdown import stop_on_signals
-    from worker_transport.policy import make_policy
+    # Heavy (scapy, torch, grpc): imported when the command runs, so olaf --help stays fast.
     from worker_transport.sender import Sender
     from worker_transport.transport import transport_from_args
 

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from olaf.argtypes import ranged
+from olaf.drl.elastic import STATUS_FILE, request_change
 
 HELP = ("add or remove logical workers of a running `olaf run` (through its --out directory), "
         "or show them")
@@ -27,7 +28,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from olaf.drl.elastic import STATUS_FILE, request_change
 
     def fail(message: str, code: int) -> int:
         print(f"olaf workers: error: {message}", file=sys.stderr)
