@@ -23,15 +23,15 @@ only reach the victim through the occupancy and the quota; the victim's UPDATEs 
 decided as under ``rewards=merge`` (a reward decision among the victim's own workers
 needs the victim's slot in the queue, so its cluster is in the queue either way).
 
-The semantics is the queue as a ring of slot owners (cluster ids, head first): an UPDATE
-of cluster ``k`` meets its key's slot in OLAF mode if the victim (one block) holds one, or
-an attacker sends to a key it already holds (no change to the ring: such a message is a
-no-op for this property and is not generated); otherwise it is appended iff
-``occupied < capacity`` and ``k`` holds fewer than ``cluster_quota`` slots (§3 steps 4-5;
-the same in FIFO mode, where every UPDATE needs its own slot); a PULL pops the head.
-An attacker never needs more than ``capacity + PULLs`` UPDATEs in a slot (each admitted
-one takes a free slot, and a slot frees only at a PULL; a refused one changes nothing), so
-the bounded encoding gives the attackers that many message positions per slot: exact.
+The semantics is the queue as a ring of slot owners, head first: the victim's slots and
+the attackers'. The victim's UPDATE meets its key's slot in OLAF mode if it holds one
+(MERGED or REPLACED, in place); otherwise it is appended iff ``occupied < capacity`` and
+the victim holds fewer than ``cluster_quota`` slots (§3 steps 4-5; the same in FIFO mode,
+where every UPDATE needs its own slot). An attacker UPDATE that matters opens a slot with a
+fresh key under the same rule (one to a key it holds changes no owner, one refused changes
+nothing); the attackers together are one attacker with quota ``attacker_quota``. A PULL
+pops the head. Between two of the slot's other messages the attackers only append, so a
+count per gap ("fill") covers every behaviour: exact.
 
 Engines: ``IsolationModel`` (Z3, bounded, incremental slot by slot) and
 ``search_isolation`` (explicit-state closure of the reachable (ring, wait) states: for
@@ -629,7 +629,8 @@ def replay_isolation(dep: Deployment, trace: Trace) -> ReplayReport:
     the report says so (``skipped``) instead of replaying a different queue."""
     from dataplane.queue import OlafQueue, QueueConfig
 
-    report = ReplayReport()
+    report = ReplayReport(checked="outcomes, occupancy, DATA clusters, the victim's sends, "
+                                  "the PULL schedule and the violation match")
     bad = report.mismatches.append
     extra: dict[str, Any] = {}
     if dep.quota < dep.capacity:

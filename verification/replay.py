@@ -47,6 +47,8 @@ class ReplayReport:
     skipped: str | None = None
     """Why the trace could not be replayed (the reference lacks a setting it needs);
     neither a confirmation nor a disagreement."""
+    checked: str = "outcomes, occupancy, DATA contents, AoM, P_s and the violation match"
+    """What the replay compared, as the summary names it."""
 
     @property
     def ok(self) -> bool:
@@ -56,8 +58,7 @@ class ReplayReport:
         if self.skipped is not None:
             return f"skipped: {self.skipped}"
         if self.ok:
-            return (f"reproduced by the reference OlafQueue ({self.messages} messages: "
-                    "outcomes, occupancy, DATA contents, AoM, P_s and the violation match)")
+            return f"reproduced by the reference OlafQueue ({self.messages} messages: {self.checked})"
         more = f" (+{len(self.mismatches) - 1} more)" if len(self.mismatches) > 1 else ""
         return f"NOT reproduced by the reference OlafQueue: {self.mismatches[0]}{more}"
 
