@@ -73,6 +73,18 @@ def _flip_one_weight(ckpt: ck.Checkpoint) -> ck.Checkpoint:
     return replace(ckpt, ps={**ckpt.ps, "params": params})
 
 
+def _restored(ckpt: ck.Checkpoint) -> dict[str, np.ndarray]:
+    """What ``olaf run --resume`` restores from ``ckpt`` (run_experiment's steps), as a record."""
+    from olaf.drl.learners import parameter_server, run_model
+    from olaf.drl.results import RunResult
+
+    ps = parameter_server(ckpt.config, run_model(ckpt.config))
+    ps.load_state(ckpt.ps)
+    result = RunResult(ckpt.config, num_parameters=len(ps.params), num_blocks=ps.num_blocks)
+    ck.restore_metrics(result, ckpt)
+    return chaos.resumed_record(ps, result)
+
+
 def _no_olaf_namespace() -> bool:
     if shutil.which("ip") is None:
         return True
@@ -165,11 +177,14 @@ def test_a_run_survives_the_chaos_plan_and_keeps_what_the_design_promises(tmp_pa
         assert not Path(f"/proc/{pid}").exists(), pid
     assert _no_olaf_namespace()
 
-    # The check fails on a broken checkpoint: one weight's lowest bit flipped.
+    # The check fails on a broken checkpoint: one weight's lowest bit flipped, in the file
+    # and in what a resume from it restores.
     ck.save(tmp_path / "broken", _flip_one_weight(saved))
-    broken = chaos.checkpoint_record(ck.load(tmp_path / "broken"))
-    problems = chaos.compare_records(before, broken)
-    assert len(problems) == 1 and problems[0].startswith("ps.params: 1 value(s) differ"), problems
+    broken = ck.load(tmp_path / "broken")
+    for record in (chaos.checkpoint_record(broken), _restored(broken)):
+        problems = chaos.compare_records(before, record)
+        assert len(problems) == 1 and problems[0].startswith("ps.params: 1 value(s) differ"), problems
+    assert chaos.compare_records(before, _restored(saved)) == []
 
 
 def test_the_check_names_every_broken_guarantee() -> None:
