@@ -4,33 +4,25 @@ The same code drives the software switch (``olaf switch --p4runtime``), bmv2's
 ``simple_switch_grpc`` and a Tofino's P4Runtime server; only the device config pushed
 with the P4Info differs (``device_config``).
 
-p4runtime-shell keeps its client and P4Info in module globals
-(``p4runtime_sh.shell.client`` / ``.context``), which its entity classes (``TableEntry``,
-``CounterEntry``) use. ``Controller`` owns them for its lifetime: it installs its client
-when it opens, removes it when it closes, and refuses to open while another session holds
-them in the same process.
+``Controller`` is the session (``session.py``: connection, errors, p4runtime-shell's
+globals), the reads of counters and registers (``readings.py``) and, here, what it writes:
+the pipeline, routes, queue settings, drop simulation and source checks. Topology files
+are read by ``topology.py``, device configs built by ``device_config.py``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import ipaddress
-import json
 import math
-import threading
-from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import grpc
 from google.rpc import code_pb2
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2
 from p4runtime_sh import shell as sh
-from p4runtime_sh.global_options import Options, global_options
-from p4runtime_sh.p4runtime import P4RuntimeClient, P4RuntimeException, P4RuntimeWriteException, SSLOptions
-from p4runtime_sh.utils import UserError
+from p4runtime_sh.p4runtime import P4RuntimeWriteException
 
 from control_plane.p4info import (
     CONFIG_TABLE,
@@ -38,116 +30,30 @@ from control_plane.p4info import (
     DROP_SIM_TABLE,
     IPV4_FORWARD,
     LPM_TABLE,
-    MSG_TYPE_COUNTER,
-    OUTCOME_COUNTER,
     PERMIT,
     PULL_SOURCE_TABLE,
-    REFUSED_COUNTER,
-    REG_ACTIVE_CLUSTERS,
-    REG_CLUSTER_COUNT,
-    REG_OCCUPIED,
-    REG_READ_PTR,
-    REG_WRITE_PTR,
     SET_CONFIG,
     SET_DROP_PROB,
     UPDATE_SOURCE_TABLE,
     load_p4info,
 )
+from control_plane.readings import Readings
+from control_plane.session import ControllerError, _p4rt_errors
 from control_plane.threshold import (  # noqa: F401 - ThresholdLoop & co. are also imported from here
     ThresholdLoop,
     ThresholdStep,
     pipeline_threshold_setter,
     raw_threshold,
 )
-from control_plane.tls import ClientTls
-from dataplane.acl import AclRule, Refusal, parse_prefix
-from dataplane.forwarding import Route, parse_routes  # Route is also imported from here (olaf ctl)
+from control_plane.topology import Topology
+from dataplane.acl import AclRule, parse_prefix
+from dataplane.forwarding import Route  # Route is also imported from here (olaf ctl)
 from dataplane.queue import check_cluster_quota
-from worker_transport.protocol import INT32_MAX, Mode, MsgType, Outcome
+from worker_transport.protocol import INT32_MAX, Mode
 
 PROB_ONE = 1 << 16
 EVERYWHERE = ipaddress.IPv4Network("0.0.0.0/0")
 SOURCE_TABLES = {"update_source": UPDATE_SOURCE_TABLE, "pull_source": PULL_SOURCE_TABLE}
-QUEUE_REGISTERS = (REG_OCCUPIED, REG_READ_PTR, REG_WRITE_PTR, REG_ACTIVE_CLUSTERS, REG_CLUSTER_COUNT)
-
-
-class ControllerError(RuntimeError):
-    """A failed P4Runtime operation, with the status code name the target gave."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(f"{code}: {message}")
-        self.code = code
-        self.message = message
-
-
-def _code_name(number: int) -> str:
-    return code_pb2.Code.Name(number) if number in code_pb2.Code.values() else str(number)
-
-
-@contextlib.contextmanager
-def _p4rt_errors(what: str) -> Iterator[None]:
-    """p4runtime-shell raises three kinds of errors; callers get one, with the code."""
-    try:
-        yield
-    except P4RuntimeWriteException as e:
-        first = e.errors[0][1] if e.errors else None
-        if first is None:
-            raise ControllerError("UNKNOWN", f"{what}: {e}") from None
-        raise ControllerError(_code_name(first.canonical_code), f"{what}: {first.message}") from None
-    except P4RuntimeException as e:
-        err = e.grpc_error
-        raise ControllerError(err.code().name, f"{what}: {err.details()}") from None
-    except grpc.RpcError as e:
-        raise ControllerError(e.code().name, f"{what}: {e.details()}") from None
-    except UserError as e:
-        raise ControllerError("INVALID_ARGUMENT", f"{what}: {e}") from None
-
-
-class _Client(P4RuntimeClient):
-    """p4runtime-shell's client, with a handshake that reports instead of exiting.
-
-    The stock handshake calls ``sys.exit`` when no arbitration answer comes and prints to
-    stdout when the client is a backup; a library must do neither.
-    """
-
-    def set_up_stream(self) -> None:
-        # A listener that is not a gRPC server, or TLS settings the server does not accept,
-        # never make the channel ready; the stream would then wait for gRPC's own connect
-        # timeout (about 20 s) whatever the caller's timeout says.
-        try:
-            grpc.channel_ready_future(self.channel).result(timeout=self.connect_timeout)
-        except grpc.FutureTimeoutError:
-            self.channel.close()
-            raise ConnectionError(f"no gRPC connection within {self.connect_timeout:g} s (not a P4Runtime "
-                                  "server, or TLS settings that do not match the server's)") from None
-        super().set_up_stream()
-
-    def handshake(self) -> None:
-        req = p4runtime_pb2.StreamMessageRequest()
-        req.arbitration.device_id = self.device_id
-        if self.election_id is not None:
-            req.arbitration.election_id.high, req.arbitration.election_id.low = self.election_id
-        self.stream_out_q.put(req)
-        rep = self.get_stream_packet("arbitration", timeout=self.connect_timeout)
-        if rep is None:
-            reason = "no arbitration answer"
-            with contextlib.suppress(Exception):
-                if self.stream.done():
-                    reason = f"{self.stream.code().name}: {self.stream.details()}"
-            self.stream.cancel()  # else tear_down waits for a server that does not answer
-            self.tear_down()
-            raise ConnectionError(reason)
-        self.arbitration = rep.arbitration
-
-    def __init__(self, device_id: int, address: str, election_id: tuple[int, int] | None,
-                 timeout: float, tls: ClientTls | None = None) -> None:
-        self.connect_timeout = timeout
-        self.arbitration: p4runtime_pb2.MasterArbitrationUpdate | None = None
-        ssl_options = None
-        if tls is not None:
-            tls.credentials()  # checks the files first: TlsError names the one that is wrong
-            ssl_options = SSLOptions(False, tls.ca, tls.cert, tls.key)
-        super().__init__(device_id, address, election_id, ssl_options=ssl_options)
 
 
 @dataclass(frozen=True)
@@ -176,62 +82,7 @@ class QueueSettings:
         return d
 
 
-def bmv2_device_config(json_path: str | Path) -> bytes:
-    """bmv2's device config is the JSON that ``p4c-bm2-ss`` writes."""
-    return Path(json_path).read_bytes()
-
-
-def tofino_device_config(program_name: str, binary_path: str | Path, context_path: str | Path) -> bytes:
-    """Tofino device config in PI's packing (PI's Barefoot backend, Stratum's ``stratum_bf``).
-
-    Little-endian 32-bit length and bytes of the program name, then of ``tofino.bin``,
-    then of ``context.json`` (both from ``bf-p4c``'s output directory), as ONOS and PI's
-    tools build it. Stratum's ``stratum_bfrt`` does not read this packing: it takes a
-    ``BfPipelineConfig`` made by Stratum's ``bf_pipeline_builder``, which ``push_pipeline``
-    sends as given (``olaf ctl push --device-config FILE``).
-    """
-    parts = [program_name.encode(), Path(binary_path).read_bytes(), Path(context_path).read_bytes()]
-    return b"".join(len(p).to_bytes(4, "little") + p for p in parts)
-
-
-@dataclass
-class Topology:
-    """Forwarding and emulation settings for one switch, from a JSON topology file.
-
-    Either the switch's own section ``{"routes": [...], "drop_prob": {...}}`` or a file
-    with several, ``{"switches": {"s1": {...}, ...}}``; routes are
-    ``{"prefix": "10.0.1.1/32", "port": 1, "mac": "08:00:00:00:01:11"}`` (the format
-    ``olaf switch --forwarding`` reads), ``drop_prob`` maps a port (or ``"*"``, every
-    port) to a probability.
-    """
-
-    routes: list[Route] = field(default_factory=list)
-    drop_prob: dict[int | None, float] = field(default_factory=dict)
-
-    @classmethod
-    def load(cls, path: str | Path, switch: str | None = None) -> Topology:
-        try:
-            spec = json.loads(Path(path).read_text())
-        except (OSError, json.JSONDecodeError) as e:
-            raise ValueError(f"cannot read topology {path}: {e}") from None
-        if "switches" in spec:
-            switches = spec["switches"]
-            if switch is None:
-                if len(switches) != 1:
-                    raise ValueError(f"{path} describes switches {sorted(switches)}: name one")
-                switch = next(iter(switches))
-            if switch not in switches:
-                raise ValueError(f"{path} has no switch {switch!r} (it has {sorted(switches)})")
-            spec = switches[switch]
-        try:
-            routes = parse_routes(spec.get("routes", []))
-            drop = {None if k == "*" else int(k): float(v) for k, v in spec.get("drop_prob", {}).items()}
-        except (TypeError, ValueError, AttributeError) as e:
-            raise ValueError(f"bad topology {path}: {e}") from None
-        return cls(routes, drop)
-
-
-class Controller:
+class Controller(Readings):
     """A P4Runtime session with one OLAF target, through p4runtime-shell.
 
     Use as a context manager (or ``open()``/``close()``). ``election_id`` (high, low)
@@ -239,100 +90,6 @@ class Controller:
     a read-only session: it never becomes primary, so it never takes over from (or
     clashes with) a running controller.
     """
-
-    def __init__(self, target: str, device_id: int = 1, election_id: tuple[int, int] | None = (1, 0),
-                 timeout: float = 5.0, tls: ClientTls | None = None) -> None:
-        self.target = target
-        self.device_id = device_id
-        self.election_id = election_id
-        self.timeout = timeout
-        self.tls = tls
-        """TLS files (CA, and certificate and key for mutual TLS); None: plaintext."""
-        self._client: _Client | None = None
-        self._lock = threading.Lock()
-
-    # -- lifetime -------------------------------------------------------------------
-    def open(self) -> Controller:
-        if self._client is not None:
-            return self
-        if sh.client is not None:
-            raise RuntimeError("another p4runtime-shell session is open in this process; close it first")
-        self._client = sh.client = self._connect()
-        # Entity objects print themselves as they are built unless told not to.
-        global_options.set_option(Options.verbose, False)
-        try:
-            self._load_p4info()
-        except Exception:
-            self.close()
-            raise
-        return self
-
-    def _connect(self) -> _Client:
-        """The gRPC channel and arbitration stream: everything about how to reach the target."""
-        try:
-            return _Client(self.device_id, self.target, self.election_id, self.timeout, self.tls)
-        except ConnectionError as e:
-            raise ConnectionError(f"no P4Runtime session with {self.target} "
-                                  f"(device {self.device_id}): {e}") from None
-
-    def close(self) -> None:
-        client, self._client = self._client, None
-        if client is None:
-            return
-        if sh.client is client:
-            sh.client = None
-        client.tear_down()
-
-    def __enter__(self) -> Controller:
-        return self.open()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    @property
-    def client(self) -> _Client:
-        if self._client is None:
-            raise RuntimeError("the controller is not open")
-        return self._client
-
-    @property
-    def is_primary(self) -> bool:
-        """Whether the target last told this session it is the primary."""
-        client = self.client
-        while True:
-            update = client.get_stream_packet("arbitration", timeout=0)
-            if update is None:
-                break
-            client.arbitration = update.arbitration
-        return self.election_id is not None and client.arbitration is not None \
-            and client.arbitration.status.code == code_pb2.OK
-
-    def _load_p4info(self) -> None:
-        try:
-            with _p4rt_errors("GetForwardingPipelineConfig"):
-                p4info = self.client.get_p4info()
-        except ControllerError as e:
-            # bmv2 answers FAILED_PRECONDITION until a pipeline is pushed; the spec's
-            # answer is an unset config. Either way: no pipeline yet.
-            if e.code != "FAILED_PRECONDITION":
-                raise
-            p4info = p4info_pb2.P4Info()
-        sh.context.set_p4info(p4info)
-
-    @property
-    def has_pipeline(self) -> bool:
-        return sh.context.p4info is not None and len(sh.context.p4info.tables) > 0
-
-    def _require_pipeline(self, write: bool = False) -> None:
-        self.client  # noqa: B018 - raises when closed
-        if write:
-            self._require_writer()
-        if not self.has_pipeline:
-            raise ControllerError("FAILED_PRECONDITION", f"{self.target} has no pipeline: push one first")
-
-    def _require_writer(self) -> None:
-        if self.election_id is None:
-            raise ControllerError("PERMISSION_DENIED", "read-only session (no election id): cannot write")
 
     # -- pipeline ---------------------------------------------------------------------
     def push_pipeline(self, p4info: str | Path | p4info_pb2.P4Info, device_config: bytes = b"",
@@ -618,74 +375,6 @@ class Controller:
             for prefix in sorted(set(have) - set(wanted), key=lambda n: -n.prefixlen):
                 with _p4rt_errors(f"delete {table} {prefix}"):
                     self._source_entry(table, cluster, prefix).delete()
-
-    # -- counters and registers -------------------------------------------------------------
-    def counters(self) -> dict[str, dict[str, int]]:
-        """Packets per outcome and per message type, and what the source checks refused, by name."""
-        self._require_pipeline()
-        out: dict[str, dict[str, int]] = {"outcomes": {}, "msg_types": {}}
-        with _p4rt_errors("read counters"):
-            for c in sh.CounterEntry(OUTCOME_COUNTER).read():
-                if c.index in tuple(Outcome):
-                    out["outcomes"][Outcome(c.index).name] = c.packet_count
-            for c in sh.CounterEntry(MSG_TYPE_COUNTER).read():
-                if c.index in tuple(MsgType):
-                    out["msg_types"][MsgType(c.index).name] = c.packet_count
-            if any(c.preamble.name == REFUSED_COUNTER for c in sh.context.p4info.counters):
-                out["refused"] = {Refusal(c.index).name: c.packet_count
-                                  for c in sh.CounterEntry(REFUSED_COUNTER).read() if c.index < len(Refusal)}
-        return out
-
-    def reset_counters(self) -> None:
-        """Every cell of both counters to 0, cell by cell: bmv2 refuses a wildcard write
-        to an indirect counter (UNIMPLEMENTED)."""
-        self._require_pipeline(write=True)
-        sizes = {c.preamble.name: c.size for c in sh.context.p4info.counters}
-        for name in (n for n in (OUTCOME_COUNTER, MSG_TYPE_COUNTER, REFUSED_COUNTER) if n in sizes):
-            for index in range(sizes[name]):
-                c = sh.CounterEntry(name)
-                c.index = index
-                c.packet_count = 0
-                with _p4rt_errors(f"reset {name}[{index}]"):
-                    c.modify()
-
-    def register(self, name: str, index: int | None = None) -> list[int]:
-        """A register's cells (one if ``index`` is given), via a P4Runtime RegisterEntry read.
-
-        p4runtime-shell has no RegisterEntry class, so the request is built here and sent
-        with its client. bmv2 answers UNIMPLEMENTED (p4lang/PI#376): ``ControllerError``.
-        """
-        self._require_pipeline()
-        regs = {r.preamble.name: r for r in sh.context.p4info.registers}
-        reg = regs.get(name) or next((r for r in regs.values() if r.preamble.alias == name), None)
-        if reg is None:
-            raise ControllerError("NOT_FOUND", f"the pipeline has no register {name}")
-        entity = p4runtime_pb2.Entity()
-        entity.register_entry.register_id = reg.preamble.id
-        if index is not None:
-            entity.register_entry.index.index = index
-        signed = reg.type_spec.bitstring.WhichOneof("type_spec") == "int"
-        cells: dict[int, int] = {}
-        with _p4rt_errors(f"read {name}"):
-            for rep in self.client.read_one(entity):
-                for e in rep.entities:
-                    cells[e.register_entry.index.index] = int.from_bytes(
-                        e.register_entry.data.bitstring, "big", signed=signed)
-        return [cells[i] for i in sorted(cells)]
-
-    def queue_state(self) -> dict[str, Any] | None:
-        """Occupancy, pointers and per-cluster counts, or None where the target serves no registers."""
-        try:
-            state: dict[str, Any] = {name.rpartition("reg_")[2]: self.register(name)[0]
-                                     for name in QUEUE_REGISTERS[:-1]}
-            state["cluster_count"] = self.register(REG_CLUSTER_COUNT)
-        except ControllerError as e:
-            # A target answers a batch error (UNKNOWN) or the code itself.
-            unserved = e.code in ("UNIMPLEMENTED", "NOT_FOUND")
-            if unserved or (e.code == "UNKNOWN" and "UNIMPLEMENTED" in e.message):
-                return None
-            raise
-        return state
 
 
 def _prob(msg: p4runtime_pb2.TableEntry) -> float:

@@ -30,9 +30,8 @@ from control_plane.controller import (
     ControllerError,
     Route,
     Topology,
-    bmv2_device_config,
-    tofino_device_config,
 )
+from control_plane.device_config import bmv2_device_config, tofino_device_config
 from control_plane.threshold import ThresholdLoop, pipeline_threshold_setter
 from tests.switch_process import REPO, olaf_command, running_switch
 from tests.vectors.generate import pull, update

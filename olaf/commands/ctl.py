@@ -300,7 +300,7 @@ def _emit(args: argparse.Namespace, doc: dict[str, Any], tables: list[tuple[str,
 
 def _push(c: Any, args: argparse.Namespace, topology: Any) -> int:
     # Heavy (scapy, torch, grpc): imported when the command runs, so olaf --help stays fast.
-    from control_plane.controller import bmv2_device_config, tofino_device_config
+    from control_plane.device_config import bmv2_device_config, tofino_device_config
 
     if args.bmv2_json:
         device_config = bmv2_device_config(args.bmv2_json)
@@ -376,7 +376,7 @@ def _counters(c: Any, args: argparse.Namespace, *_: Any) -> int:
 
 def _registers(c: Any, args: argparse.Namespace, *_: Any) -> int:
     # Heavy (scapy, torch, grpc): imported when the command runs, so olaf --help stays fast.
-    from control_plane.controller import QUEUE_REGISTERS
+    from control_plane.readings import QUEUE_REGISTERS
 
     names = args.names or list(QUEUE_REGISTERS)
     values = {name: c.register(name) for name in names}
