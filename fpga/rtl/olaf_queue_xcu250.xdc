@@ -3,7 +3,7 @@
 ## The block sits inside a NIC / switch shell (behind a MAC or the Ethernet wrapper),
 ## so it is implemented out of context: its 512-bit streams never reach package pins
 ## (the U250 has far fewer user I/O than the ~1,250 ports). With Vivado:
-##   read_verilog fpga/rtl/axis_fifo.v fpga/rtl/olaf_queue.v
+##   read_verilog <the olaf_queue sources: fpga/tb/rtl_sources.py, QUEUE_SOURCES>
 ##   read_xdc -mode out_of_context fpga/rtl/olaf_queue_xcu250.xdc
 ##   synth_design -top olaf_queue -part xcu250-figd2104-2L-e -mode out_of_context
 ##   opt_design; place_design; route_design; report_timing_summary

@@ -1,7 +1,8 @@
 """Synthesis-only timing and resources of the RTL OlafQueue with yosys.
 
-Runs Debian's yosys 0.23: ``synth_xilinx -family xc7 -noiopad`` on
-fpga/rtl/olaf_queue.v (default parameters unless overridden), then ``sta`` (cell
+Runs Debian's yosys 0.23: ``synth_xilinx -family xc7 -noiopad`` on the
+``olaf_queue`` (or ``--top``) sources that fpga/tb/rtl_sources.py lists (default
+parameters unless overridden), then ``sta`` (cell
 delays from the prjxray-derived specify blocks of yosys's 7-series cell library;
 no routing delay, so a real placed design is slower) and ``stat``. Prints the
 worst register-to-register path, the clock it allows, the cells on that path and
@@ -21,8 +22,11 @@ import tempfile
 from pathlib import Path
 
 FPGA_DIR = Path(__file__).resolve().parent.parent
-RTL_DIR = FPGA_DIR / "rtl"
-DEFAULT_SOURCES = sorted(RTL_DIR.glob("*.v"))
+sys.path.insert(0, str(FPGA_DIR / "tb"))
+from rtl_sources import TOP_SOURCES, sources_for  # noqa: E402  (fpga/tb: the one list of RTL files)
+
+DEFAULT_SOURCES = TOP_SOURCES
+"""Every module of the design; yosys elaborates only what the top uses."""
 
 
 def yosys_script(sources: list[Path], top: str, params: dict[str, int], stat_file: Path,
@@ -83,7 +87,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                         help="override a module parameter (repeatable)")
-    parser.add_argument("--rtl", action="append", type=Path, help="source files (default: fpga/rtl)")
+    parser.add_argument("--rtl", action="append", type=Path,
+                        help="source files (default: the top's, from fpga/tb/rtl_sources.py)")
     parser.add_argument("--path", action="store_true", help="print every cell on the worst path")
     parser.add_argument("--top", default="olaf_queue",
                         help="top module (olaf_queue, olaf_udp, olaf_top, ...)")
@@ -95,7 +100,7 @@ def main() -> int:
             print(f"sta.py: --param needs NAME=INTEGER, got {item!r}", file=sys.stderr)
             return 2
         params[name] = int(value)
-    sources = args.rtl or [src for src in DEFAULT_SOURCES if src.exists()]
+    sources = args.rtl or sources_for(args.top)
     worst, path, cells = run(sources, params, args.top)
     print(f"yosys synth_xilinx -family xc7 + sta, {args.top} {params or 'default parameters'}")
     print(f"worst path {worst:.3f} ns (cell delays only, no routing) -> {1000 / worst:.0f} MHz")

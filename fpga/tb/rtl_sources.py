@@ -22,6 +22,12 @@ RTL_DIR = Path(__file__).resolve().parent.parent / "rtl"
 QUEUE_FILES = (
     "axis_fifo.v",
     "olaf_verdict.v",
+    "olaf_queue_ingest.v",
+    "olaf_queue_decide.v",
+    "olaf_queue_counters.v",
+    "olaf_queue_apply.v",
+    "olaf_queue_seg_mem.v",
+    "olaf_queue_output.v",
     "olaf_queue.v",
 )
 """``olaf_queue``: the queue's pipeline stages (one module each) and the top that composes them."""

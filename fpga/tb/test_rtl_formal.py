@@ -1,8 +1,9 @@
 """Proofs of the OlafQueue invariants with yosys-smtbmc and cvc4: k-induction (every depth) plus
 a bounded run from reset (DEPTH cycles), which is also the induction's base case.
 
-olaf_queue.v carries, under ``ifdef FORMAL``, assertions that must hold in every
-cycle after reset: ``occupied`` equals the number of live slots; free + live +
+olaf_queue.v (the top that composes the pipeline stages) carries, under ``ifdef FORMAL``,
+assertions that must hold in every cycle after reset: ``occupied`` equals the number of
+live slots; free + live +
 awaiting-readout segments = all segments, and the free ring holds exactly the free
 ones; live slots own distinct segments, none of them in the free ring (no segment
 handed out twice); at most PENDING_SEGS segments await readout; no internal FIFO is
@@ -45,7 +46,7 @@ from formal import (
     smtbmc,
     yosys,
 )
-from sim_runner import FPGA_DIR, RTL_SOURCES, mutated_rtl
+from sim_runner import FPGA_DIR, RTL_SOURCES, mutated_rtl, rtl_file_with
 
 DEPTH = int(os.environ.get("OLAF_FORMAL_DEPTH", "2"))
 HOLD_WRAPPER = FPGA_DIR / "formal" / "axis_fifo_hold.v"
@@ -121,11 +122,11 @@ def test_output_fifo_holds(tmp_path: Path) -> None:
 
 def test_mutant_is_refuted(tmp_path: Path) -> None:
     require_tools()
-    text = RTL_SOURCES[-1].read_text()
     sources = mutated_rtl(*MUTANT, tmp_path)
-    # Line of the assertion the mutant must break (the edit keeps line numbers); yosys
-    # locates an assert by a span that ends on its line.
-    line = next(n for n, row in enumerate(text.splitlines(), 1) if MUTANT_ASSERT in row)
+    # File and line of the assertion the mutant must break (the edit keeps line numbers);
+    # yosys locates an assert by a span that ends on its line.
+    where = rtl_file_with(MUTANT_ASSERT)
+    line = next(n for n, row in enumerate(where.read_text().splitlines(), 1) if MUTANT_ASSERT in row)
 
     smt2 = tmp_path / "mutant.smt2"
     # The mutant needs 8 cycles to show; the strengthening invariants (only there for the
@@ -135,4 +136,5 @@ def test_mutant_is_refuted(tmp_path: Path) -> None:
     print(f"formal: mutant refuted ({cpu:.0f} s CPU, {wall:.0f} s wall)")
     assert proc.returncode != 0 and "Status: FAILED" in proc.stdout, proc.stdout[-4000:]
     failed = re.findall(r"Assert failed in olaf_queue: (\S+)", proc.stdout)
-    assert any(re.search(rf"olaf_queue\.v:[\d.]+-{line}\.", loc) for loc in failed), proc.stdout[-4000:]
+    at_line = re.compile(rf"{re.escape(where.name)}:[\d.]+-{line}\.")
+    assert any(at_line.search(loc) for loc in failed), proc.stdout[-4000:]

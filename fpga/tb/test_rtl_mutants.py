@@ -1,11 +1,11 @@
 """Mutation tests: each mutant of the RTL must fail some bench.
 
-Each mutant is a one-line textual edit of fpga/rtl/olaf_queue.v (applied to a copy;
-the edit must match exactly once, so the list cannot silently go stale when the
-RTL changes). The copy is built on Icarus and the one bench meant to catch it is
-run; the test passes only if that bench fails. These four survived the benches of
-the first RTL (issue 17); the hazard benches in test_rtl_hazards.py exist to kill
-them.
+Each mutant is a one-line textual edit of the queue's RTL (applied to a copy of the
+sources, in whichever stage file holds the line; the line must occur exactly once in
+all of them, so the list cannot silently go stale when the RTL changes). The copy is
+built on Icarus and the one bench meant to catch it is run; the test passes only if
+that bench fails. These four survived the benches of the first RTL (issue 17); the
+hazard benches in test_rtl_hazards.py exist to kill them.
 """
 
 from __future__ import annotations

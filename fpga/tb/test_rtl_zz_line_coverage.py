@@ -1,10 +1,12 @@
-"""Verilator line coverage of olaf_queue.v over the queue benches that ran before this file.
+"""Verilator line coverage of the queue's RTL over the queue benches that ran before this file.
 
 Every Verilator build of the queue is made with ``--coverage-line`` and each run keeps
 its coverage.dat (sim_runner.keep_coverage). This test (named to sort after the queue
 benches) adds up the runs made since the RTL last changed and reports the share of
 each RTL file's line-coverage points that ran, so the figure in fpga/README.md can
-be checked in any CI log.
+be checked in any CI log. The floor applies to the queue's own modules together
+(olaf_queue.v and its stage modules, olaf_queue_*.v), so it does not move when code moves
+between stages.
 """
 
 from __future__ import annotations
@@ -57,6 +59,10 @@ def test_queue_line_coverage() -> None:
     for name, (covered, total) in sorted(figures.items()):
         share = covered / max(total, 1)
         print(f"line coverage {name}: {covered}/{total} = {share:.1%} over {len(files)} runs")
-    covered, total = figures["olaf_queue.v"]
+    queue = [name for name in figures if name == "olaf_queue.v" or name.startswith("olaf_queue_")]
+    covered = sum(figures[name][0] for name in queue)
+    total = sum(figures[name][1] for name in queue)
+    print(f"line coverage olaf_queue.v + stages ({len(queue)} files): {covered}/{total} = "
+          f"{covered / max(total, 1):.1%}")
     assert total > 0
-    assert covered / total >= MIN_QUEUE_LINE_COVERAGE, f"olaf_queue.v line coverage {covered}/{total}"
+    assert covered / total >= MIN_QUEUE_LINE_COVERAGE, f"queue line coverage {covered}/{total}"
