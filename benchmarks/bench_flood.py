@@ -26,11 +26,13 @@ and ENQUEUED rates; ratios against the baseline of the same seed.
 
 What the attacker's DATA does at the PS is not isolated by the quota: a PULL pops the
 head slot whatever its cluster, and the run's PS applies it (docs/security.md, "PULL
-isolation"). The attacker therefore sends zero gradients (``--grad-scale 0``) so that what
-is measured is the queue's share, not a poisoning; its rewards (-1) still enter the
-controller's mean of recent DATA rewards, in every flood setting alike. The attacker's
-process also takes CPU from the victim on this 2-core machine, as much with a quota as
-without: compare flood settings with each other for the quota's effect.
+isolation"). The attacker sends zero gradients (``--grad-scale 0``), the least it can
+send, but even a zero block is an Adam step on the victim's weights (the first moment
+keeps moving them) and a publication that advances the model version the victim's
+staleness is counted in; its rewards (-1) enter the controller's mean of recent DATA
+rewards. The attacker's process and the switch thread serving it also take CPU from the
+victim on this 2-core machine. All of that is the same with a quota as without: compare
+the flood settings with each other for what the quota changes in the queue.
 
 Run: ``.venv/bin/python benchmarks/bench_flood.py [--seeds 0 1] [--duration 120]``
 (about 5 runs of up to ``--duration`` s per seed; loopback only; every process it starts
@@ -243,6 +245,31 @@ def report(results: list[dict[str, Any]]) -> None:
         ]), flush=True)
 
 
+def mean_of(rows: list[dict[str, Any]], key: str) -> float:
+    values = [r[key] for r in rows if isinstance(r.get(key), (int, float)) and not math.isnan(r[key])]
+    return statistics.fmean(values) if values else math.nan
+
+
+def markdown(results: list[dict[str, Any]]) -> None:
+    """Per setting, the mean over seeds (as docs/security.md shows it); "reached" counts the
+    seeds whose run got to the greedy target."""
+    print("| setting | victim DROPPED_FULL | AoM mean / p99 ms | staleness mean / p99 | "
+          "attacker share of DATA | attacker blocks/s sent | env steps | reached 475 | "
+          "time to 475 s | final greedy return |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for name in dict.fromkeys(r["setting"] for r in results):
+        rows = [r for r in results if r["setting"] == name]
+        reached = [r for r in rows if r["time_to_target_s"] is not None]
+        print(f"| {name} | {mean_of(rows, 'victim_drop_full_share'):.1%} | "
+              f"{mean_of(rows, 'aom_mean_ms'):.0f} / {mean_of(rows, 'aom_p99_ms'):.0f} | "
+              f"{mean_of(rows, 'staleness_mean'):.2f} / {mean_of(rows, 'staleness_p99'):.1f} | "
+              f"{mean_of(rows, 'attacker_data_share'):.1%} | "
+              f"{fmt(mean_of(rows, 'attacker_sent_blocks_per_s'), ',.0f')} | "
+              f"{mean_of(rows, 'env_steps'):,.0f} | {len(reached)}/{len(rows)} | "
+              f"{fmt(mean_of(reached, 'time_to_target_s'), '.0f')} | "
+              f"{mean_of(rows, 'final_eval_return'):.0f} |")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
@@ -254,7 +281,14 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=120.0, help="wall cap per run, s")
     parser.add_argument("--total-steps", type=int, default=500_000)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--table", type=Path, default=None, metavar="JSON",
+                        help="print the tables of a finished run's bench_flood.json and exit")
     args = parser.parse_args()
+    if args.table is not None:
+        results = json.loads(args.table.read_text())
+        report(results)
+        markdown(results)
+        return 0
     if args.capacity < 4 or args.workers < 1 or args.duration <= 0 or len(args.seeds) > 5:
         print("bench_flood: error: --capacity >= 4, --workers >= 1, --duration > 0, at most 5 seeds",
               file=sys.stderr)
@@ -277,6 +311,7 @@ def main() -> int:
                   f"{r['stopped_by']}, drop_full {fmt(r['victim_drop_full_share'])}", flush=True)
             (root / "bench_flood.json").write_text(json.dumps(results, indent=2) + "\n")
     report(results)
+    markdown(results)
     return 0
 
 

@@ -143,3 +143,30 @@ def test_over_udp_the_quota_keeps_the_neighbour_enqueued() -> None:
     answered = sum(without.values())
     assert answered and without["DROPPED_FULL"] > 0.5 * answered, without
     assert with_quota["DROPPED_FULL"] == 0 and with_quota["ENQUEUED"] > 0, with_quota
+
+
+def test_the_run_settings_reach_the_queue_config_and_refuse_bad_values() -> None:
+    """``olaf run --cluster-quota Q --max-clusters M``: RunConfig fields, checked; bad
+    values are one line and exit 2 on the command line."""
+    import argparse
+
+    from olaf.drl.cli_args import add_run_arguments, config_from_args
+    from olaf.drl.config import RunConfig
+
+    assert RunConfig().queue_cluster_quota == 64 and RunConfig().queue_max_clusters == 1
+    cfg = RunConfig(cluster_quota=16, max_clusters=2)
+    assert (cfg.queue_cluster_quota, cfg.queue_max_clusters) == (16, 2)
+    # The quota is checked against the capacity the bottleneck derives from B.
+    assert RunConfig(buffer_bytes=32 * 292, cluster_quota=32).queue_cluster_quota == 32
+    for bad in ({"cluster_quota": 65}, {"cluster_quota": -1}, {"max_clusters": 1, "clusters": 2},
+                {"buffer_bytes": 16 * 292, "cluster_quota": 32}):
+        with pytest.raises(ValueError):
+            RunConfig(**bad)
+    parser = argparse.ArgumentParser()
+    add_run_arguments(parser, duration=10.0)
+    args = parser.parse_args(["--cluster-quota", "32", "--max-clusters", "3"])
+    cfg = config_from_args(args, mode="olaf", seed=0, target=None)
+    assert (cfg.cluster_quota, cfg.max_clusters) == (32, 3)
+    with pytest.raises(SystemExit) as exit_info:
+        config_from_args(parser.parse_args(["--cluster-quota", "65"]), mode="olaf", seed=0, target=None)
+    assert exit_info.value.code == 2
