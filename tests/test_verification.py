@@ -13,9 +13,10 @@ import pytest
 from verification.check import build_model, check_property
 from verification.cli import main
 from verification.config import ConfigError, Deployment
-from verification.model import CheckResult, Options
+from verification.model import Options
 from verification.replay import replay
 from verification.sending import forced, forced_window, probability, probe_gap
+from verification.solving import CheckResult
 from worker_transport.policy import Feedback, OlafPolicy
 
 pytestmark = pytest.mark.timeout(300)

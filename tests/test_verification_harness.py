@@ -30,7 +30,8 @@ from verification import replay as replay_module
 from verification import sending
 from verification.check import check_property
 from verification.config import CONTRIBUTOR_BITS, Deployment
-from verification.model import CODE_DATA, CODE_EMPTY, AomModel, Options
+from verification.model import AomModel, Options
+from verification.queue_encoding import CODE_DATA, CODE_EMPTY
 from verification.replay import VALUES, datagram, may_skip, replay
 from verification.segments import SegmentModel
 from verification.trace import Event, Slot, Trace

@@ -23,17 +23,12 @@ from typing import Any
 import pytest
 
 from dataplane.queue import OlafQueue, QueueConfig
-from verification import isolation
+from verification import isolation, isolation_replay
 from verification.cli import EXIT_USAGE, EXIT_VERIFIED, EXIT_VIOLATED, main
 from verification.config import ConfigError, Deployment
-from verification.isolation import (
-    Simulator,
-    check_isolation,
-    lemmas_inductive,
-    quota_supported,
-    replay_isolation,
-    search_isolation,
-)
+from verification.isolation import check_isolation, lemmas_inductive, search_isolation
+from verification.isolation_replay import quota_supported, replay_isolation
+from verification.isolation_trace import Simulator
 from verification.model import Options
 from worker_transport.codec import decode
 from worker_transport.protocol import Mode, MsgType, Outcome
@@ -125,7 +120,7 @@ def test_quota_traces_replay_on_the_reference_queue() -> None:
 def test_quota_free_replay_needs_nothing_from_the_reference(monkeypatch: pytest.MonkeyPatch) -> None:
     """Without cluster_quota in the reference, a quota trace is skipped (with the reason),
     and the no-quota violation still replays."""
-    monkeypatch.setattr(isolation, "quota_supported", lambda: False)
+    monkeypatch.setattr(isolation_replay, "quota_supported", lambda: False)
     trace = check_isolation(fifo(3), 60, BOUNDED).trace
     assert trace is not None
     report = replay_isolation(fifo(3), trace)
@@ -161,8 +156,8 @@ def test_reference_behaviours_stay_within_the_proved_bound(mode: str) -> None:
             msgs = [(rng.choice([0, 0, 1, 2, 4]), p) for p in rng.sample([True, False, False], 3)]
             events = sim.slot(t, msgs)
             for e in events:
-                raw = isolation._datagram(MsgType.UPDATE if e.kind == "update" else MsgType.PULL,
-                                          e.worker or 0, e.cluster or 0, e.block or 0, t)
+                raw = isolation_replay._datagram(MsgType.UPDATE if e.kind == "update" else MsgType.PULL,
+                                                 e.worker or 0, e.cluster or 0, e.block or 0, t)
                 r = queue.process(decode([raw], 4))[0].headers[0]
                 if e.kind == "update":
                     assert Outcome(int(r["outcome"])).name == e.outcome
@@ -179,7 +174,7 @@ def _patch(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str, old: str, new
     func = getattr(owner, name)
     source = textwrap.dedent(inspect.getsource(func))
     assert source.count(old) == 1, f"mutation site not found in {name}: {old!r}"
-    namespace = dict(vars(isolation))
+    namespace = dict(vars(inspect.getmodule(func)))
     exec(compile(source.replace(old, new), f"<mutant {name}>", "exec"), namespace)  # noqa: S102
     monkeypatch.setattr(owner, name, namespace[name])
 
@@ -201,7 +196,7 @@ def _replays() -> None:
     dep = fifo(3)
     trace = check_isolation(dep, 60, BOUNDED).trace
     # Through the module: the mutant replaces the module's function.
-    assert trace is not None and isolation.replay_isolation(dep, trace).ok
+    assert trace is not None and isolation_replay.replay_isolation(dep, trace).ok
 
 
 MUTANTS = [
@@ -223,7 +218,7 @@ MUTANTS = [
     ("search-no-attacker", isolation, "_image",
      "if attacker_may_enqueue(dep, ring):", "if False:", _no_quota_searched),
     # The replay without the quota: the reference queue is another queue.
-    ("replay-without-quota", isolation, "replay_isolation",
+    ("replay-without-quota", isolation_replay, "replay_isolation",
      'extra["cluster_quota"] = dep.quota', "pass", _replays),
 ]
 

@@ -39,6 +39,7 @@ from verification.config import Deployment
 from verification.model import Options
 from verification.replay import replay
 from verification.unbounded import System
+from verification.unbounded_system import Unsupported
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -316,7 +317,7 @@ def test_counted_search_covers_only_what_it_models() -> None:
                      (Deployment(workers=2, pull_rate=Fraction(3, 2)), "one PULL"),
                      (Deployment(workers=2, mode="fifo", sender="olaf"), "OLAF mode")):
         assert why in (unbounded.counted_reason(dep) or ""), dep
-        with pytest.raises(unbounded.Unsupported):
+        with pytest.raises(Unsupported):
             unbounded.CountedSystem(dep)
     # search() falls back to the per-worker system there (RING: one slot, two clusters).
     assert "counted" not in unbounded.search(RING, "fairness").abstraction

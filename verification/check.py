@@ -15,18 +15,13 @@ from dataclasses import replace
 from verification.config import ISOLATION, Deployment, quota_unsupported
 from verification.counting import CountingModel
 from verification.isolation import check_isolation
-from verification.model import (
-    ENGINES,
-    FAIRNESS_CAP,
-    AomModel,
-    CheckResult,
-    DeadlineExceeded,
-    Options,
-)
+from verification.model import ENGINES, FAIRNESS_CAP, AomModel, Options
 from verification.replay import realize_rewards
 from verification.segments import SegmentModel
 from verification.sending import probe_gap
-from verification.unbounded import Unsupported, describe_open, search, unsupported_reason
+from verification.solving import CheckResult, DeadlineExceeded
+from verification.unbounded import describe_open, search
+from verification.unbounded_system import Unsupported, unsupported_reason
 
 
 def segments_apply(dep: Deployment) -> bool:

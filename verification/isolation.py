@@ -37,25 +37,27 @@ Engines: ``IsolationModel`` (Z3, bounded, incremental slot by slot) and
 ``search_isolation`` (explicit-state closure of the reachable (ring, wait) states: for
 all T). Counterexamples are replayed on ``dataplane.queue.OlafQueue`` by
 ``replay_isolation``.
+
+Counterexample traces are played with concrete clusters, workers and blocks by
+``isolation_trace.Simulator``; ``replay_isolation`` lives in ``isolation_replay``.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import replace
 from typing import Any
 
 import z3
 
 from verification.config import ISOLATION, Deployment
 from verification.config import isolation_unsupported as unsupported
-from verification.model import CheckResult, DeadlineExceeded, Options, bits
-from verification.replay import VALUES, ReplayReport
-from verification.trace import Event, Slot, Trace
+from verification.isolation_trace import Simulator
+from verification.model import Options, bits
+from verification.solving import CheckResult, DeadlineExceeded
+from verification.trace import Trace
 from verification.unbounded import UnboundedResult
-from worker_transport.codec import Batch, decode, encode
-from worker_transport.protocol import DEFAULT_FRAC_BITS, VERSION, Mode, MsgType, Outcome
 
 ENGINE = "isolation"
 MAX_STATES = 400_000
@@ -351,107 +353,6 @@ def summary(dep: Deployment, victim: int) -> str:
             f"the other clusters send (quota {dep.quota} of {dep.capacity} slots)")
 
 
-# -- the rules with clusters, workers and blocks, for traces -----------------------------
-@dataclass
-class _Entry:
-    cluster: int
-    worker: int
-    block: int
-    single: bool
-    contributors: set[int] = field(default_factory=set)
-
-
-class Simulator:
-    """Plays slots given as ``(fill, is_pull)`` per message through §3 with concrete
-    clusters, workers, blocks and contributors. The victim's UPDATEs of a slot come from
-    its workers in id order (interchangeable: each sends once a slot). Each of a fill's
-    attacker UPDATEs comes from the lowest other cluster below its quota (one exists while
-    the attackers hold fewer than ``attacker_quota``), from that cluster's first worker,
-    with the lowest block id the cluster does not hold: a fresh key, ENQUEUED."""
-
-    def __init__(self, dep: Deployment, victim: int) -> None:
-        self.dep, self.victim = dep, victim
-        self.ring: list[_Entry] = []
-
-    @staticmethod
-    def victim_admissions(dep: Deployment, victim: int,
-                          order: list[list[tuple[int, bool]]]) -> list[bool]:
-        """Per slot: some UPDATE of the victim reached the queue."""
-        sim = Simulator(dep, victim)
-        return [any(e.cluster == victim and e.outcome != "DROPPED_FULL"
-                    for e in sim.slot(t, msgs) if e.kind == "update")
-                for t, msgs in enumerate(order)]
-
-    def _attack(self) -> Event:
-        """One attacker UPDATE with a fresh key: ENQUEUED by the lowest other cluster
-        below its quota, or — the ring full or every other cluster at its quota (never in
-        a model's trace, whose fills stay within ``attacker_quota``) — DROPPED_FULL."""
-        dep = self.dep
-        held = [sum(1 for x in self.ring if x.cluster == k) for k in range(dep.clusters)]
-        others = [k for k in range(dep.clusters) if k != self.victim]
-        a = next((k for k in others if held[k] < dep.quota), others[0])
-        u = dep.members(a)[0]
-        blocks = {x.block for x in self.ring if x.cluster == a}
-        block = min(b for b in range(dep.capacity + 1) if b not in blocks)
-        if len(self.ring) >= dep.capacity or held[a] >= dep.quota:
-            outcome = "DROPPED_FULL"
-        else:
-            self.ring.append(_Entry(a, u, block, True, {u}))
-            outcome = "ENQUEUED"
-        return Event("update", len(self.ring), worker=u, cluster=a, outcome=outcome,
-                     block=block)
-
-    def slot(self, t: int, msgs: list[tuple[int, bool]]) -> list[Event]:
-        dep, v = self.dep, self.victim
-        victims_left = list(dep.members(v))
-        events = []
-        for fill, is_pull in msgs:
-            events += [self._attack() for _ in range(fill)]
-            if is_pull:
-                if not self.ring:
-                    events.append(Event("pull", 0, response="EMPTY"))
-                    continue
-                e = self.ring.pop(0)
-                events.append(Event("pull", len(self.ring), cluster=e.cluster, response="DATA",
-                                    contributors=sorted(e.contributors),
-                                    credited=sorted(e.contributors), block=e.block))
-                continue
-            u = victims_left.pop(0)
-            mine = next((x for x in self.ring if x.cluster == v), None)
-            if dep.mode == "olaf" and mine is not None:
-                # §3 rules 1-2 under rewards=merge: its own single slot is REPLACED, else MERGED.
-                if mine.single and mine.worker == u:
-                    outcome, mine.contributors = "REPLACED", {u}
-                else:
-                    outcome, mine.single = "MERGED", False
-                    mine.contributors.add(u)
-            elif (len(self.ring) < dep.capacity
-                  and sum(1 for x in self.ring if x.cluster == v) < dep.quota):
-                self.ring.append(_Entry(v, u, 0, True, {u}))
-                outcome = "ENQUEUED"
-            else:
-                outcome = "DROPPED_FULL"
-            events.append(Event("update", len(self.ring), worker=u, cluster=v, outcome=outcome))
-        return events
-
-    def trace(self, order: list[list[tuple[int, bool]]], bad: int) -> Trace:
-        dep = self.dep
-        received = [0] * dep.workers
-        slots = []
-        for t, msgs in enumerate(order):
-            events = self.slot(t, msgs)
-            for e in events:
-                for u in e.credited:
-                    received[u] = t
-            aom = [t - r for r in received]
-            slots.append(Slot(t, events, [], len(self.ring), aom, min(aom), []))
-        b = dep.isolation_bound
-        detail = (f"cluster {self.victim} sends {len(dep.members(self.victim))} UPDATEs every "
-                  f"slot but none reaches the queue in slots {bad - b + 1}..{bad} ({b} in a "
-                  f"row; quota {dep.quota} of {dep.capacity} slots)")
-        return Trace(ISOLATION, bad, dep.members(self.victim)[0], detail, slots)
-
-
 # -- checking -----------------------------------------------------------------------------
 def check_isolation(dep: Deployment, timeout_s: float | None = None,
                     options: Options | None = None,
@@ -596,94 +497,3 @@ def search_isolation(dep: Deployment, deadline: float | None = None,
         worst_all = worst if len(worst) > len(worst_all) else worst_all
     return UnboundedResult("closed", depth_all, total, time.monotonic() - start, "",
                            list(map(int, worst_all)), "")
-
-
-# -- replay on the reference queue --------------------------------------------------------
-def quota_supported() -> bool:
-    """The reference ``QueueConfig`` has ``cluster_quota`` (another change adds it)."""
-    from dataplane.queue import QueueConfig
-
-    return any(f.name == "cluster_quota" for f in fields(QueueConfig))
-
-
-def _datagram(msg_type: MsgType, worker: int = 0, cluster: int = 0, block: int = 0,
-              slot: int = 0) -> bytes:
-    batch = Batch.zeros(1, VALUES)
-    h = batch.headers
-    h["version"] = VERSION
-    h["msg_type"] = msg_type
-    h["frac_bits"] = DEFAULT_FRAC_BITS
-    if msg_type == MsgType.UPDATE:
-        h["cluster_id"], h["worker_id"], h["block_id"] = cluster, worker, block
-        h["agg_count"], h["num_values"], h["seq"] = 1, VALUES, slot
-        h["contributors"] = 1 << (worker % 32)
-    return encode(batch)[0]
-
-
-def replay_isolation(dep: Deployment, trace: Trace) -> ReplayReport:
-    """Feed an isolation counterexample to a fresh reference queue (capacity, mode and
-    ``cluster_quota`` of ``dep``; blocks up to ``capacity``) one datagram at a time and
-    compare every outcome, occupancy and DATA; check that every victim worker sent once in
-    every slot, the PULL schedule, and that no victim UPDATE reached the queue in the last
-    ``B`` slots. A quota below capacity needs the reference's ``cluster_quota``: without it
-    the report says so (``skipped``) instead of replaying a different queue."""
-    from dataplane.queue import OlafQueue, QueueConfig
-
-    report = ReplayReport(checked="outcomes, occupancy, DATA clusters, the victim's sends, "
-                                  "the PULL schedule and the violation match")
-    bad = report.mismatches.append
-    extra: dict[str, Any] = {}
-    if dep.quota < dep.capacity:
-        if not quota_supported():
-            report.skipped = ("the reference dataplane.queue.QueueConfig has no cluster_quota "
-                              "yet, so a trace with a quota below capacity cannot be replayed")
-            return report
-        extra["cluster_quota"] = dep.quota
-    queue = OlafQueue(QueueConfig(capacity=dep.capacity, values=VALUES,
-                                  max_clusters=dep.clusters, max_blocks=dep.capacity + 1,
-                                  mode=Mode.OLAF if dep.mode == "olaf" else Mode.FIFO, **extra))
-    victim = dep.cluster_of(trace.violation_worker)
-    members = dep.members(victim)
-    admitted = []
-    for s in trace.slots:
-        t = s.slot
-        pulls = sum(1 for e in s.events if e.kind == "pull")
-        if pulls != dep.pulls_in_slot(t):
-            bad(f"slot {t}: {pulls} PULLs, the schedule says {dep.pulls_in_slot(t)}")
-        senders = sorted(e.worker for e in s.events if e.kind == "update" and e.cluster == victim)
-        if senders != members:
-            bad(f"slot {t}: the victim's workers {members} must each send once, sent {senders}")
-        got = False
-        for e in s.events:
-            report.messages += 1
-            if e.kind == "update":
-                if dep.cluster_of(e.worker) != e.cluster:
-                    bad(f"slot {t}: worker {e.worker} is not in cluster {e.cluster}")
-                raw = _datagram(MsgType.UPDATE, e.worker, e.cluster, e.block or 0, t)
-            else:
-                raw = _datagram(MsgType.PULL)
-            responses, _, _ = queue.process(decode([raw], VALUES))
-            r = responses.headers[0]
-            where = f"slot {t}, {e.kind}" + (f" of worker {e.worker}" if e.worker is not None
-                                              else "")
-            if e.kind == "update":
-                outcome = Outcome(int(r["outcome"])).name
-                if outcome != e.outcome:
-                    bad(f"{where}: queue says {outcome}, trace says {e.outcome}")
-                if e.cluster == victim and outcome in ("ENQUEUED", "MERGED", "REPLACED"):
-                    got = True
-            else:
-                kind = MsgType(int(r["msg_type"])).name
-                if kind != e.response:
-                    bad(f"{where}: queue answers {kind}, trace says {e.response}")
-                elif kind == "DATA" and int(r["cluster_id"]) != e.cluster:
-                    bad(f"{where}: DATA of cluster {int(r['cluster_id'])}, trace says {e.cluster}")
-            if queue.occupied != e.occupied:
-                bad(f"{where}: occupancy {queue.occupied}, trace says {e.occupied}")
-        admitted.append(got)
-    b, t = dep.isolation_bound, trace.violation_slot
-    if not trace.slots or trace.slots[-1].slot != t or t < b - 1:
-        bad(f"the trace does not end at its violation slot {t}")
-    elif any(admitted[t - b + 1:]):
-        bad(f"the victim got an UPDATE into the queue within slots {t - b + 1}..{t}")
-    return report

@@ -20,37 +20,33 @@ Queue state, per message position:
 Per worker: the slot of its last send and the window of slots after it during
 which ``P_s`` stays 1 (a table lookup on the ACK's occupancy and active clusters),
 and ``AoM_u`` in slots.
+
+``AomModel`` is built here (state, one slot, the AoM and starvation counters) from one
+mixin per job: ``queue_encoding`` (the switch's queue, one message position at a time),
+``sender_encoding`` (when workers must send), ``properties`` (the violation at a slot),
+``solving`` (the slot-by-slot queries and ``CheckResult``) and ``counterexample`` (the
+solver's behaviour as a ``Trace``).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import z3
 
 from verification.config import MAX_PULLS_PER_SLOT as MAX_PULLS
 from verification.config import PROPERTIES, Deployment
+from verification.counterexample import Counterexample
+from verification.properties import AomProperties
+from verification.queue_encoding import QueueEncoding, _Step
+from verification.sender_encoding import SenderEncoding
 from verification.sending import forced_window, probe_gap
-from verification.trace import Event, Slot, Trace
-from worker_transport.protocol import Outcome
+from verification.solving import DeadlineExceeded, Solving
 
-CODE_DATA = 5
-CODE_EMPTY = 6
-CODE_IDLE = 7
 FAIRNESS_CAP = 4
 ENGINES = ("auto", "counting", "segments", "explicit")
-
-
-class DeadlineExceeded(Exception):
-    """The time budget ran out while the model was being built or solved."""
-CHOICES = ("MERGED", "REPLACED", "DROPPED_REWARD")
-
-
-def _code(value: int) -> Any:
-    return z3.BitVecVal(int(value), 3)
 
 
 def bits(n: int) -> int:
@@ -102,63 +98,7 @@ class Options:
     """Seconds the all-T search may take (within the property's timeout)."""
 
 
-@dataclass
-class CheckResult:
-    prop: str
-    status: str
-    """VERIFIED, VIOLATED or UNKNOWN."""
-    seconds: float
-    size: dict[str, int] = field(default_factory=dict)
-    """Model size: solver assertions, Boolean and bit-vector constants, message positions."""
-    trace: Trace | None = None
-    reason: str = ""
-    """UNKNOWN: why (timeout, solver's reason); VERIFIED/VIOLATED: a one-line summary."""
-    engine: str = ""
-    """The encoding that produced the verdict."""
-    checked_through: int | None = None
-    """Last slot for which the solver proved that no violation exists there (all slots
-    from the first checked one up to it); None when none was proved."""
-    scope: str = "bounded"
-    """``bounded``: the verdict covers slots up to the horizon only. ``unbounded``: it
-    holds for every horizon (the all-T search closed the reachable state set)."""
-    assumptions: list[str] = field(default_factory=list)
-    """What a VERIFIED rests on, in words (printed with the verdict)."""
-    unbounded: dict[str, Any] | None = None
-    """The all-T search's outcome (``UnboundedResult.to_dict``), None when not run."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "property": self.prop,
-            "status": self.status,
-            "scope": self.scope,
-            "engine": self.engine,
-            "seconds": round(self.seconds, 3),
-            "checked_through_slot": self.checked_through,
-            "size": self.size,
-            "reason": self.reason,
-            "assumptions": self.assumptions,
-            "all_t_search": self.unbounded,
-            "counterexample": self.trace.to_dict() if self.trace else None,
-        }
-
-
-class _Step:
-    """Symbolic terms of one message position, kept for the counterexample."""
-
-    __slots__ = ("ev", "code", "occ", "choice", "own", "credit", "inb_before", "pos0")
-
-    def __init__(self) -> None:
-        self.ev: Any = None
-        self.code: Any = None
-        self.occ: Any = None
-        self.choice: Any = None
-        self.own: Any = z3.BoolVal(False)
-        self.credit: list[Any] = []
-        self.inb_before: list[Any] = []
-        self.pos0: Any = None
-
-
-class AomModel:
+class AomModel(QueueEncoding, SenderEncoding, AomProperties, Solving, Counterexample):
     """The unrolled transition system for one deployment and one property."""
 
     ENGINE = "explicit"
@@ -294,23 +234,6 @@ class AomModel:
         self.wS = bits(dep.starvation_limit + 1)
         self.silent_now = [self._const(0, self.wS) for _ in range(dep.workers)]
 
-    def _window_of(self, occ: Any, active: Any) -> Any:
-        """The forced-send window for an ACK carrying (occ, active), as a term."""
-        expr = self._const(self.window_default, self.wT)
-        for (o, a), w in self.window_table.items():
-            if w == self.window_default:
-                continue
-            cond = occ == o if self.dep.mode == "olaf" else z3.And(occ == o, active == a)
-            expr = z3.If(cond, self._const(w, self.wT), expr)
-        return expr
-
-    def _active(self) -> Any:
-        w = self.wO
-        if self.dep.mode == "olaf":
-            return self.occ
-        return z3.Sum([z3.If(self.count[k] != 0, self._const(1, w + 8), self._const(0, w + 8))
-                       for k in range(self.dep.clusters)])
-
     # -- one slot ------------------------------------------------------------------
     def add_slot(self, t: int) -> None:
         dep, s = self.dep, self.solver
@@ -421,35 +344,6 @@ class AomModel:
         self.aom_now = new_aom
         self.aom.append(new_aom)
 
-    def _transmission(self, t: int, sends: list[Any]) -> None:
-        """Sends allowed by P_s: forced while P_s = 1 (always before the first ACK);
-        free otherwise, except that a worker that keeps sending skips at most
-        ``max_skip`` slots in a row (an assumption of fairness and responsiveness, not
-        of starvation); a worker whose feedback expired probes."""
-        dep, s = self.dep, self.solver
-        fresh = [u for u in range(dep.workers) if dep.has_update(u, t)]
-        if t == 0 or self.always_forced:
-            s.add(*[sends[u] for u in fresh])
-            return
-        tc = self._const(t, self.wT)
-        pg = self.probe_gap
-        for u in fresh:
-            # Before its first send a worker has no ACK: the initial window (the
-            # horizon) forces its first fresh update, as P_s = 1 before any ACK.
-            gap = tc - self.last_send[u]
-            s.add(z3.Implies(z3.ULE(gap, self.window[u]), sends[u]))
-            if pg is not None and pg <= t:
-                # Stale feedback: the next update is a probe (DESIGN.md §4).
-                s.add(z3.Implies(z3.UGE(gap, pg), sends[u]))
-            if self.prop == "starvation" or dep.max_skip is None:
-                continue
-            # At most max_skip fresh updates skipped in a row: sends are period slots apart.
-            keeps = z3.Implies(z3.UGT(gap, dep.max_skip * dep.period(u)), sends[u])
-            if self.target is None:
-                s.add(keeps)
-            else:
-                s.add(z3.Implies(self.target[u], keeps))
-
     def _break_symmetry(self, evs: list[Any], is_w: list[list[Any]]) -> None:
         """Workers of one cluster are interchangeable, and so are clusters of equal size:
         relabelling them maps behaviours to behaviours and keeps both properties. All
@@ -469,383 +363,3 @@ class AomModel:
         for k in range(dep.clusters - 1):
             if len(self.members[k]) == len(self.members[k + 1]):
                 s.add(z3.ULT(place[self.members[k][0]], place[self.members[k + 1][0]]))
-
-    def _message(self, t: int, j: int, ev: Any, is_w: list[Any], received: list[list[Any]]) -> _Step:
-        dep, s = self.dep, self.solver
-        step = _Step()
-        step.ev = ev
-        step.pos0 = self.pos[0]
-        step.inb_before = list(self.inb)
-        is_pull = ev == self.PULL
-        nonempty = self.occ != 0
-        pop = z3.And(is_pull, nonempty)
-        can_enq = z3.ULT(self.occ, self.K)
-        one_o = self._const(1, self.wO)
-        choice = None
-        if dep.mode == "olaf":
-            if self.reward_choices:
-                choice = self._bv(f"choice_{t}_{j}", 2)
-                s.add(z3.ULE(choice, 2))
-            code, enq_any = self._olaf_message(t, j, ev, is_w, pop, can_enq, choice, received,
-                                               step)
-        else:
-            code, enq_any = self._fifo_message(t, j, ev, is_w, pop, can_enq, received, step)
-        occ = z3.If(pop, self.occ - one_o, z3.If(enq_any, self.occ + one_o, self.occ))
-        self.occ = self._fresh(f"occ_{t}_{j}", occ)
-        step.code = self._fresh(f"code_{t}_{j}", code)
-        step.occ = self.occ
-        step.choice = choice
-        return step
-
-    def _shift_or_write(self, pop: Any, write: Any, value: Any, tag: str) -> None:
-        new = []
-        for k in range(self.K):
-            nxt = self.pos[k + 1] if k + 1 < self.K else self._const(0, self.pos_width)
-            new.append(self._fresh(
-                f"pos_{tag}_{k}",
-                z3.If(pop, nxt, z3.If(z3.And(write, self.occ == k), value, self.pos[k])),
-            ))
-        self.pos = new
-
-    def _olaf_message(self, t: int, j: int, ev: Any, is_w: list[Any], pop: Any, can_enq: Any,
-                      choice: Any, received: list[list[Any]], step: _Step) -> tuple[Any, Any]:
-        dep = self.dep
-        code = z3.If(ev == self.PULL, z3.If(pop, _code(CODE_DATA), _code(CODE_EMPTY)), _code(CODE_IDLE))
-        enq_any = []
-        owns = []
-        head = [z3.And(pop, self.pos[0] == k) for k in range(dep.clusters)]
-        new_inb = list(self.inb)
-        cval = self._const(0, self.pos_width)
-        for k, mem in enumerate(self.members):
-            send_k = z3.Or([is_w[u] for u in mem])
-            own = z3.And(self.single[k], z3.Or([z3.And(is_w[u], self.inb[u]) for u in mem]))
-            owns.append(z3.And(send_k, self.queued[k], own))
-            hit = z3.And(send_k, self.queued[k])
-            if choice is None:
-                repl = z3.And(hit, own)
-                merge = z3.And(hit, z3.Not(own))
-                drop = z3.BoolVal(False)
-            else:
-                repl = z3.And(hit, z3.Or(own, choice == 1))
-                merge = z3.And(hit, z3.Not(own), choice == 0)
-                drop = z3.And(hit, z3.Not(own), choice == 2)
-                if dep.rewards == "unbeaten" and self.target is not None:
-                    # The worker under test is never out-rewarded: its update is not
-                    # dropped for its reward, and no other worker's update replaces a
-                    # slot that holds its contribution.
-                    other = z3.And(hit, z3.Not(own))
-                    for u in mem:
-                        self.solver.add(
-                            z3.Implies(z3.And(other, self.target[u], is_w[u]), choice != 2),
-                            z3.Implies(z3.And(other, self.target[u], z3.Not(is_w[u]),
-                                              self.inb[u]), choice != 1))
-            enq = z3.And(send_k, z3.Not(self.queued[k]), can_enq)
-            full = z3.And(send_k, z3.Not(self.queued[k]), z3.Not(can_enq))
-            enq_any.append(enq)
-            cval = z3.If(send_k, self._const(k, self.pos_width), cval)
-            code = z3.If(enq, _code(Outcome.ENQUEUED), code)
-            code = z3.If(merge, _code(Outcome.MERGED), code)
-            code = z3.If(repl, _code(Outcome.REPLACED), code)
-            code = z3.If(drop, _code(Outcome.DROPPED_REWARD), code)
-            code = z3.If(full, _code(Outcome.DROPPED_FULL), code)
-            for u in mem:
-                # The PS credits every worker whose bit is set, aliases included.
-                bit = z3.Or([self.inb[v] for v in dep.aliases(u)])
-                received[u].append(z3.And(head[k], bit))
-                new_inb[u] = z3.If(
-                    is_w[u],
-                    z3.Or(enq, merge, repl, self.inb[u]),
-                    z3.If(z3.Or(repl, head[k]), False, self.inb[u]),
-                )
-            self.queued[k] = self._fresh(
-                f"queued_{t}_{j}_{k}", z3.If(enq, True, z3.If(head[k], False, self.queued[k]))
-            )
-            self.single[k] = self._fresh(
-                f"single_{t}_{j}_{k}",
-                z3.If(z3.Or(enq, repl), True, z3.If(merge, False, self.single[k])),
-            )
-        self.inb = [self._fresh(f"inb_{t}_{j}_{u}", x) for u, x in enumerate(new_inb)]
-        any_enq = z3.Or(enq_any)
-        self._shift_or_write(pop, any_enq, cval, f"{t}_{j}")
-        step.credit = [r[-1] for r in received]
-        step.own = z3.Or(owns)
-        return code, any_enq
-
-    def _fifo_message(self, t: int, j: int, ev: Any, is_w: list[Any], pop: Any, can_enq: Any,
-                      received: list[list[Any]], step: _Step) -> tuple[Any, Any]:
-        dep = self.dep
-        is_send = z3.ULT(ev, self.PULL)
-        enq = z3.And(is_send, can_enq)
-        code = z3.If(ev == self.PULL, z3.If(pop, _code(CODE_DATA), _code(CODE_EMPTY)), _code(CODE_IDLE))
-        code = z3.If(enq, _code(Outcome.ENQUEUED), code)
-        code = z3.If(z3.And(is_send, z3.Not(can_enq)), _code(Outcome.DROPPED_FULL), code)
-        head = self.pos[0]
-        for u in range(dep.workers):
-            received[u].append(z3.And(pop, z3.Or([head == v for v in dep.aliases(u)])))
-        if not self.always_forced:
-            one = self._const(1, self.wO)
-            for k, mem in enumerate(self.members):
-                in_k = z3.Or([head == v for v in mem])
-                send_k = z3.Or([is_w[u] for u in mem])
-                self.count[k] = self._fresh(
-                    f"count_{t}_{j}_{k}",
-                    z3.If(z3.And(pop, in_k), self.count[k] - one,
-                          z3.If(z3.And(enq, send_k), self.count[k] + one, self.count[k])),
-                )
-        self._shift_or_write(pop, enq, ev, f"{t}_{j}")
-        step.credit = [r[-1] for r in received]
-        return code, enq
-
-    # -- properties ----------------------------------------------------------------
-    def first_checked_slot(self) -> int:
-        """The first slot at which the property can fail: the warm-up's end, or for
-        starvation the first slot that can close a run of ``bound + 1`` skips (every
-        worker sends in slot 0)."""
-        if self.prop == "starvation":
-            return self.dep.starvation_limit + 1
-        return self.dep.warmup
-
-    def violation(self, t: int) -> Any:
-        """The property fails at the end of slot ``t``."""
-        dep = self.dep
-        if self.prop == "starvation":
-            limit = dep.starvation_limit
-            return z3.Or([z3.UGT(run, limit) for run in self.silent[t]])
-        aom = self.aom[t]
-        if self.prop == "responsiveness":
-            return z3.Or([z3.And(self.target[u], z3.UGT(a, dep.aom_bound))
-                          for u, a in enumerate(aom)])
-        n = dep.workers
-        wide = [z3.ZeroExt(self.wF - self.wA, a) for a in aom]
-        total = self._fresh(f"aom_sum_{t}", z3.Sum(wide) if n > 1 else wide[0])
-        return self.deviates(aom, total)
-
-    def deviates(self, aom: list[Any], total: Any) -> Any:
-        """``max_u |AoM_u - S/N| > threshold`` for AoM terms ``aom`` (width ``wA``) and
-        their sum ``total`` (width ``wF``)."""
-        dep = self.dep
-        n = dep.workers
-        limit = dep.fairness_limit
-        # |N*a_u - S| > limit for some u  <=>  for some value x taken by a worker,
-        # S < N*x - limit or S > N*x + limit: comparisons of one sum with constants,
-        # over the few AoM values instead of the N workers.
-        out = []
-        for x in range(self.aom_cap + 1):
-            present = z3.Or([a == x for a in aom])
-            far = []
-            if n * x - limit > 0:
-                far.append(z3.ULT(total, n * x - limit))
-            if n * x + limit + 1 < 2 ** (self.wF - 1):
-                far.append(z3.UGT(total, n * x + limit))
-            if far:
-                out.append(z3.And(present, z3.Or(far)))
-        if self.aom_cap < dep.horizon:
-            # A saturated counter hides the true AoM: report it, the caller widens the cap.
-            out += [a == self.aom_cap for a in aom]
-        return z3.Or(out) if out else z3.BoolVal(False)
-
-    def saturated(self, trace: Trace) -> bool:
-        """The trace reached the AoM cap, so its AoM values are lower bounds only."""
-        return self.aom_cap < self.dep.horizon and any(
-            a >= self.aom_cap for s in trace.slots for a in s.aom)
-
-    def size(self) -> dict[str, int]:
-        return {
-            "assertions": len(self.solver.assertions()),
-            "constants": self._constants,
-            "message_positions": self.positions,
-        }
-
-    # -- solving -------------------------------------------------------------------
-    def check(self, timeout_s: float | None = None,
-              progress: Callable[[int], None] | None = None) -> CheckResult:
-        """Unroll slot by slot and ask for a violation at each checked slot.
-
-        ``progress(t)`` is called after slot ``t`` is proved violation-free. A VERIFIED
-        needs, in addition, that the constraints admit some behaviour over the whole
-        horizon (a built-in vacuity check: an over-constrained model proves anything).
-        """
-        dep, s = self.dep, self.solver
-        start = time.monotonic()
-        deadline = None if timeout_s is None else start + timeout_s
-        if deadline is not None:
-            self.deadline = deadline if self.deadline is None else min(self.deadline, deadline)
-        first = self.first_checked_slot()
-
-        def run(*assumptions: Any) -> Any:
-            if deadline is not None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return z3.unknown
-                s.set("timeout", max(1, int(left * 1000)))
-            return s.check(*assumptions)
-
-        def result(status: str, reason: str, trace: Trace | None = None) -> CheckResult:
-            return CheckResult(self.prop, status, time.monotonic() - start, self.size(),
-                               trace=trace, reason=reason, checked_through=proved)
-
-        proved: int | None = None
-        if first >= dep.horizon:
-            return result("UNKNOWN", f"horizon too short: {self.prop} can first fail at slot "
-                                     f"{first}, the horizon ends at slot {dep.horizon - 1}")
-        answer = z3.unsat
-        bad_slot = None
-        try:
-            if self.opt.incremental:
-                for t in range(dep.horizon):
-                    self.add_slot(t)
-                    if t < first:
-                        continue
-                    flag = z3.Bool(f"violation_at_{t}")
-                    s.add(z3.Implies(flag, self.violation(t)))
-                    c0 = time.process_time()
-                    answer = run(flag)
-                    self.slot_cpu.append(time.process_time() - c0)
-                    if answer != z3.unsat:
-                        bad_slot = t
-                        break
-                    proved = t
-                    if progress is not None:
-                        progress(t)
-            else:
-                for t in range(dep.horizon):
-                    self.add_slot(t)
-                flags = [z3.Bool(f"violation_at_{t}") for t in range(first, dep.horizon)]
-                for t, flag in zip(range(first, dep.horizon), flags, strict=True):
-                    s.add(z3.Implies(flag, self.violation(t)))
-                answer = run(z3.Or(flags))
-                if answer == z3.unsat:
-                    proved = dep.horizon - 1
-            if answer == z3.unsat:
-                sanity = run()
-                if sanity == z3.unsat:
-                    return result("UNKNOWN", "the model's constraints admit no behaviour at "
-                                             "all (vacuous): a model bug, nothing is proved")
-                answer = z3.unsat if sanity == z3.sat else sanity
-        except DeadlineExceeded:
-            answer = z3.unknown
-        if self.opt.dump_smt:
-            self.dump_smt(self.opt.dump_smt, first)
-        if answer == z3.unsat:
-            return result("VERIFIED", self._summary())
-        if answer == z3.sat:
-            trace = self.extract(s.model(), bad_slot)
-            return result("VIOLATED", trace.detail, trace)
-        why = s.reason_unknown()
-        if deadline is not None and time.monotonic() >= deadline - 0.05:
-            why = f"timeout after {timeout_s:g} s ({why})"
-        if proved is not None:
-            why += f"; no violation in slots {first}..{proved}"
-        return result("UNKNOWN", why)
-
-    def dump_smt(self, path: str, first: int) -> None:
-        """The query as one SMT-LIB 2 script: every constraint built so far and the
-        violation at some checked slot (unsat = VERIFIED for the slots built)."""
-        dump = z3.SolverFor(self.opt.logic) if self.opt.logic else z3.Solver()
-        dump.add(*self.solver.assertions())
-        flags = [z3.Bool(f"violation_at_{t}") for t in range(first, len(self.skipped))]
-        dump.add(z3.Or(flags) if flags else z3.BoolVal(False))
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(dump.to_smt2())
-
-    def _summary(self) -> str:
-        dep = self.dep
-        slots = f"slots {self.first_checked_slot()}..{dep.horizon - 1}"
-        if self.prop == "fairness":
-            return (f"every behaviour keeps max_u |AoM_u - mean AoM| <= "
-                    f"{float(dep.fairness_threshold):g} slots in {slots}")
-        if self.prop == "starvation":
-            unit = "fresh updates" if dep.staggered else "slots"
-            return (f"no worker skips more than {dep.starvation_limit} {unit} in a row while the "
-                    f"queue has room, in {slots}")
-        return f"every worker that keeps sending has AoM <= {dep.aom_bound} slots in {slots}"
-
-    # -- counterexample ------------------------------------------------------------
-    def _events(self, t: int, val: Any, true: Any) -> list[Event]:
-        """The messages of slot ``t`` in the model's arrival order, with outcomes."""
-        n = self.dep.workers
-        events = []
-        for step in self.steps[t]:
-            ev = val(step.ev)
-            code = val(step.code)
-            occ = val(step.occ)
-            if ev == self.IDLE:
-                continue
-            if ev < n:
-                e = Event("update", occ, worker=ev, cluster=self.cluster[ev],
-                          outcome=Outcome(code).name)
-                if step.choice is not None and code in (Outcome.MERGED, Outcome.REPLACED,
-                                                        Outcome.DROPPED_REWARD) and not true(step.own):
-                    e.merge_choice = CHOICES[val(step.choice)]
-                events.append(e)
-            elif code == CODE_EMPTY:
-                events.append(Event("pull", occ, response="EMPTY"))
-            else:
-                head = val(step.pos0)
-                credited = [u for u in range(n) if true(step.credit[u])]
-                if self.dep.mode == "olaf":
-                    contributors = [u for u in self.members[head] if true(step.inb_before[u])]
-                    cluster = head
-                else:
-                    contributors, cluster = [head], self.cluster[head]
-                events.append(Event("pull", occ, cluster=cluster, response="DATA",
-                                    contributors=contributors, credited=credited))
-        return events
-
-    def extract(self, model: Any, bad_slot: int | None) -> Trace:
-        """The solver's behaviour up to ``bad_slot`` as a trace. AoM values in the trace
-        are the true ones, recomputed from the DATA credits (the model's counters may
-        saturate at a cap); they are checked against the counters below the cap."""
-        dep = self.dep
-        n = dep.workers
-
-        def val(x: Any) -> int:
-            return model.eval(x, model_completion=True).as_long()
-
-        def true(x: Any) -> bool:
-            return z3.is_true(model.eval(x, model_completion=True))
-
-        if bad_slot is None:
-            bad_slot = next(t for t in range(self.first_checked_slot(), dep.horizon)
-                            if true(self.violation(t)))
-        slots = []
-        last_credit = [0] * n
-        for t in range(bad_slot + 1):
-            events = self._events(t, val, true)
-            for e in events:
-                if e.response == "DATA":
-                    for u in e.credited:
-                        last_credit[u] = t
-            aom = [t - last_credit[u] for u in range(n)]
-            if self.aom[t]:
-                counters = [val(a) for a in self.aom[t]]
-                for u in range(n):
-                    if counters[u] != min(aom[u], self.aom_cap):
-                        raise AssertionError(f"model inconsistent: AoM counter of worker {u} "
-                                             f"is {counters[u]} at slot {t}, credits give {aom[u]}")
-            skipped = [u for u in range(n) if true(self.skipped[t][u])]
-            occ_end = events[-1].occupied if events else (slots[-1].occupied if slots else 0)
-            idle = [u for u in range(n) if not dep.has_update(u, t)]
-            slots.append(Slot(t, events, skipped, occ_end, aom, min(aom), idle))
-        aom = slots[bad_slot].aom
-        if self.prop == "responsiveness":
-            worker = next(u for u in range(n) if true(self.target[u]))
-            unit = "fresh updates" if dep.staggered else "slots"
-            keeps = ("" if dep.max_skip is None
-                     else f" keeps sending (skips <= {dep.max_skip} {unit} in a row) but")
-            detail = (f"worker {worker}{keeps} has AoM_{worker}({bad_slot}) = {aom[worker]} > "
-                      f"bound {dep.aom_bound}")
-        elif self.prop == "starvation":
-            limit = dep.starvation_limit
-            worker = next(u for u in range(n) if val(self.silent[bad_slot][u]) > limit)
-            detail = (f"worker {worker} skipped slots {bad_slot - limit}..{bad_slot} "
-                      f"({limit + 1} in a row) while the queue had room" if not dep.staggered else
-                      f"worker {worker} skipped {limit + 1} fresh updates in a row, the last in "
-                      f"slot {bad_slot}, while the queue had room")
-        else:
-            mean = sum(aom) / n
-            worker = max(range(n), key=lambda u: abs(aom[u] - mean))
-            detail = (f"at slot {bad_slot}: |AoM_{worker} - mean| = |{aom[worker]} - "
-                      f"{mean:.3g}| = {abs(aom[worker] - mean):.3g} > threshold "
-                      f"{float(dep.fairness_threshold):g}")
-        return Trace(self.prop, bad_slot, worker, detail, slots)

@@ -107,7 +107,7 @@ def replay(dep: Deployment, trace: Trace, expect_violation: bool = True) -> Repl
     ``expect_violation`` False only the behaviour is compared (any model solution,
     not only counterexamples, must be a behaviour of the real queue and workers)."""
     if trace.prop == ISOLATION:
-        from verification.isolation import replay_isolation
+        from verification.isolation_replay import replay_isolation
 
         return replay_isolation(dep, trace)
     threshold = INT32_MAX if trace.reward_threshold is None else trace.reward_threshold

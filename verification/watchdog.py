@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from verification.config import Deployment
-from verification.model import CheckResult, Options
+from verification.model import Options
+from verification.solving import CheckResult
 
 GRACE_S = 1.5
 """Seconds the child may overrun its budget (its own cooperative stop) before a kill."""
