@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bmv2_topologies.control import Target
+from bmv2_topologies.errors import TestbedError
 from bmv2_topologies.simple_switch import (
     BMV2_DEFAULT_BUILD,
     P4_MAIN,
@@ -68,8 +69,6 @@ class Bmv2Switches:
         self.testbed = testbed
 
     def start(self) -> list[Target]:
-        from bmv2_topologies.testbed import TestbedError
-
         tb = self.testbed
         reason = missing(tb.bmv2_build)
         if reason:

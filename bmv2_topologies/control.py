@@ -47,6 +47,8 @@ class SwitchControl:
 
     @contextlib.contextmanager
     def session(self, switch: str) -> Iterator[Any]:
+        # grpc and p4runtime-shell are slow to import: only when a session opens, so that
+        # building olaf testbed's parser does not pay for them.
         from control_plane.controller import Controller
 
         t = self.targets[switch]
@@ -106,6 +108,7 @@ class SwitchControl:
                 queue = c.queue_state() if t.thrift_port is None else None
                 out[switch] = dict(c.counters(), settings=c.settings().as_dict(), queue=queue)
             if t.thrift_port is not None:
+                # The Thrift path is bmv2's only: the software switch's testbed never loads it.
                 from bmv2_topologies.bmv2_thrift import ThriftError, queue_state
 
                 try:  # outside the P4Runtime lock: the CLI takes a second or two

@@ -10,7 +10,7 @@ import sys
 import time
 from typing import Any
 
-from bmv2_topologies.testbed import Process, Testbed, TestbedError
+from bmv2_topologies.testbed import Process, Testbed, TestbedError, olaf_command
 from worker_transport.protocol import OLAF_PORT
 
 DRAIN_S = 1.0
@@ -54,8 +54,6 @@ def run_synthetic(testbed: Testbed, *, duration: float = 3.0, rate: float = 50.0
                   pull_rate: float = 0.0, worker_args: list[str] | None = None) -> dict[str, Any]:
     """``olaf ps`` on the PS host and ``olaf worker`` on every worker host for ``duration``
     seconds; returns their ``final`` JSON and the switches' counters."""
-    from bmv2_topologies.testbed import olaf_command
-
     topo = testbed.topology
     n = len(topo.workers)
     relays = start_relays(testbed, pull_rate or 1500.0, 64, 16)

@@ -31,6 +31,8 @@ import numpy as np
 from worker_transport.codec import Batch, decode, encode_array
 from worker_transport.fixedpoint import to_fixed
 from worker_transport.protocol import VERSION, MsgType, Outcome
+from worker_transport.receiver import DataBatch, Receiver
+from worker_transport.transport import UdpTransport, parse_hostport
 
 
 def data_as_updates(headers: np.ndarray, averaged: np.ndarray, frac_bits: int) -> np.ndarray:
@@ -48,9 +50,6 @@ def data_as_updates(headers: np.ndarray, averaged: np.ndarray, frac_bits: int) -
 
 
 def main(argv: list[str] | None = None) -> int:
-    from worker_transport.receiver import DataBatch, Receiver
-    from worker_transport.transport import UdpTransport, parse_hostport
-
     p = argparse.ArgumentParser(prog="python -m bmv2_topologies.relay", description=__doc__.split("\n")[0])
     p.add_argument("--pull-from", required=True, metavar="IP:PORT", help="an address through the leaf")
     p.add_argument("--to", required=True, metavar="IP:PORT", help="the PS (through the spine)")

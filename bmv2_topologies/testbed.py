@@ -31,16 +31,15 @@ from pathlib import Path
 from typing import IO, Any
 
 from bmv2_topologies import shaping
+from bmv2_topologies.bmv2 import Bmv2Switches
+from bmv2_topologies.control import SwitchControl, Target
+from bmv2_topologies.errors import TestbedError
 from bmv2_topologies.mininet_api import MininetMissing, mininet_modules, missing_requirements
 from bmv2_topologies.simple_switch import BMV2_BUILDS, BMV2_DEFAULT_BUILD
 from bmv2_topologies.topology import Topology
 
 IFNAMSIZ = 15
 SWITCH_KINDS = ("soft", "bmv2")
-
-
-class TestbedError(RuntimeError):
-    """The testbed could not be built or a process in it failed; the message says which."""
 
 
 @dataclass
@@ -255,15 +254,11 @@ class Testbed:
     # -- switches ----------------------------------------------------------------------
 
     def _start_switches(self) -> None:
-        from bmv2_topologies.control import SwitchControl, Target
-
         targets = []
         if self.switch_kind == "soft":
             for device, name in enumerate(self.topology.switches, start=1):
                 targets.append(Target(name, self._start_soft_switch(name, device), device))
         else:
-            from bmv2_topologies.bmv2 import Bmv2Switches
-
             self.bmv2 = Bmv2Switches(self)
             targets = self.bmv2.start()
         self.control = SwitchControl(targets)
