@@ -28,6 +28,7 @@ import z3
 
 from verification.config import Deployment
 from verification.model import AomModel, Options, bits
+from verification.segments import SegmentModel
 from verification.trace import Trace
 
 
@@ -209,7 +210,6 @@ class CountingModel(AomModel):
 
     # -- counterexample: back to workers ---------------------------------------------
     def extract(self, model: Any, bad_slot: int | None) -> Trace:
-        from verification.segments import SegmentModel
 
         dep = self.dep
         n = dep.workers

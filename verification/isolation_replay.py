@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
+from dataplane.queue import OlafQueue, QueueConfig
 from verification.config import Deployment
 from verification.replay import VALUES, ReplayReport
 from verification.trace import Trace
@@ -17,9 +18,7 @@ from worker_transport.protocol import DEFAULT_FRAC_BITS, VERSION, Mode, MsgType,
 
 # -- replay on the reference queue --------------------------------------------------------
 def quota_supported() -> bool:
-    """The reference ``QueueConfig`` has ``cluster_quota`` (another change adds it)."""
-    from dataplane.queue import QueueConfig
-
+    """The reference ``QueueConfig`` has ``cluster_quota`` (a guard from before it had it)."""
     return any(f.name == "cluster_quota" for f in fields(QueueConfig))
 
 
@@ -44,7 +43,6 @@ def replay_isolation(dep: Deployment, trace: Trace) -> ReplayReport:
     every slot, the PULL schedule, and that no victim UPDATE reached the queue in the last
     ``B`` slots. A quota below capacity needs the reference's ``cluster_quota``: without it
     the report says so (``skipped``) instead of replaying a different queue."""
-    from dataplane.queue import OlafQueue, QueueConfig
 
     report = ReplayReport(checked="outcomes, occupancy, DATA clusters, the victim's sends, "
                                   "the PULL schedule and the violation match")

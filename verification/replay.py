@@ -107,6 +107,7 @@ def replay(dep: Deployment, trace: Trace, expect_violation: bool = True) -> Repl
     ``expect_violation`` False only the behaviour is compared (any model solution,
     not only counterexamples, must be a behaviour of the real queue and workers)."""
     if trace.prop == ISOLATION:
+        # isolation_replay builds on this module's ReplayReport: imported here, not at the top.
         from verification.isolation_replay import replay_isolation
 
         return replay_isolation(dep, trace)

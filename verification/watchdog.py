@@ -16,8 +16,10 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
+from verification.check import check_property
 from verification.config import Deployment
 from verification.model import Options
+from verification.replay import replay
 from verification.solving import CheckResult
 
 GRACE_S = 1.5
@@ -35,8 +37,6 @@ class Outcome:
 
 def _child(conn: Any, dep: Deployment, prop: str, timeout_s: float, options: Options,
            replay_trace: bool) -> None:
-    from verification.check import check_property
-    from verification.replay import replay
 
     try:
         result = check_property(dep, prop, timeout_s, options,
