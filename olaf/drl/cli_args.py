@@ -8,7 +8,17 @@ from dataclasses import replace
 from typing import Any, NoReturn
 
 from olaf.drl.boosting import BoostConfig
-from olaf.drl.config import AGGREGATIONS, ALGOS, SCALINGS, A2CConfig, ImpactConfig, PsConfig, RunConfig
+from olaf.drl.bottleneck import PRESETS
+from olaf.drl.config import (
+    AGGREGATIONS,
+    ALGOS,
+    CLOCKS,
+    SCALINGS,
+    A2CConfig,
+    ImpactConfig,
+    PsConfig,
+    RunConfig,
+)
 from olaf.drl.settings import parse_set, split_settings, with_settings
 from olaf.drl.staleness import StalenessConfig
 
@@ -77,9 +87,6 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, duration: float,
 
 def add_bottleneck_arguments(parser: argparse.ArgumentParser) -> None:
     """The bottleneck toward the PS (DESIGN.md §7) and the clock the run keeps."""
-    from olaf.drl.bottleneck import PRESETS
-    from olaf.drl.config import CLOCKS
-
     d = RunConfig()
     group = parser.add_argument_group("bottleneck and clock (DESIGN.md §7, olaf.drl.bottleneck)")
     group.add_argument("--bottleneck", choices=tuple(PRESETS), default=None, metavar="NAME",
@@ -119,8 +126,6 @@ def add_bottleneck_arguments(parser: argparse.ArgumentParser) -> None:
 
 def bottleneck_from_args(args: argparse.Namespace) -> dict[str, Any]:
     """RunConfig keyword arguments of the bottleneck: a preset's numbers, then the flags."""
-    from olaf.drl.bottleneck import PRESETS
-
     # getattr: a namespace built without these two flags (an older caller) keeps the defaults.
     out: dict[str, Any] = {"clusters": args.clusters, "clock": args.clock,
                            "max_clusters": getattr(args, "max_clusters", 0),
@@ -253,6 +258,7 @@ def custom_settings(args: argparse.Namespace, items: list[str]) -> tuple[str, ..
 
 def resolve_target(args: argparse.Namespace) -> float | None:
     """``--target-reward``, else the environment's ``spec.reward_threshold``."""
+    # torch and gymnasium (via evaluation): only once the arguments are known good.
     from olaf.drl.evaluation import default_target
 
     return args.target_reward if args.target_reward is not None else default_target(args.env)
@@ -261,6 +267,7 @@ def resolve_target(args: argparse.Namespace) -> float | None:
 def check_env(cfg: RunConfig) -> RunConfig:
     """Fail early, before any process starts, on an algorithm that does not load or an
     environment it cannot use (its model factory refuses the spaces)."""
+    # torch and gymnasium: only once the arguments are known good, so --help stays fast.
     import gymnasium as gym
 
     from olaf.algorithm import env_spaces
