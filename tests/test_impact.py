@@ -121,6 +121,40 @@ def test_actor_and_critic_gradients_are_clipped_separately() -> None:
     assert norm(model.value.parameters()) == pytest.approx(1.0, rel=1e-5)
 
 
+def test_local_epochs_send_the_delta_to_improved_weights_and_act_with_the_ps_s() -> None:
+    from olaf.drl.impact import impact_loss
+
+    torch.manual_seed(0)
+    cfg = ImpactConfig(envs_per_worker=4, rollout_steps=32, epochs=4, minibatches=4,
+                       local_learning_rate=1e-3)
+    worker = ImpactWorker("CartPole-v1", 0, cfg, seed=0)
+    try:
+        theta = worker.model.flat_parameters()
+        worker.load_weights(theta, 3)
+        update = worker.rollout()
+        # The weights the worker acts with are still the PS's; the update is theta - theta'.
+        np.testing.assert_array_equal(worker.model.flat_parameters(), theta)
+        assert update.model_version == 3 and np.isfinite(update.flat).all()
+        assert np.linalg.norm(update.flat) > 0 and update.norm == pytest.approx(
+            float(np.linalg.norm(update.flat)))
+        # What a PS with SGD at learning rate 1 moves to: the locally improved weights, whose
+        # surrogate on the same rollout is lower than theta's.
+        batch = worker.experience  # the rollout is gone; score on a fresh one at theta
+        rollout = batch.collect(worker.model).batch
+        before, _, _ = impact_loss(worker.model, rollout, cfg)
+        worker.load_weights(theta - update.flat, 4)
+        after, _, _ = impact_loss(worker.model, rollout, cfg)
+        assert float(after) < float(before)
+        # One epoch: the gradient of one loss, as before.
+        one = ImpactWorker("CartPole-v1", 1, ImpactConfig(envs_per_worker=2, rollout_steps=8), seed=0)
+        try:
+            assert one.algorithm.local_update(one.model, None) is None
+        finally:
+            one.close()
+    finally:
+        worker.close()
+
+
 def test_worker_refreshes_weights_before_the_loss_and_stamps_their_version() -> None:
     cfg = ImpactConfig(envs_per_worker=3, rollout_steps=8)
     worker = ImpactWorker("CartPole-v1", 0, cfg, seed=0)

@@ -121,10 +121,13 @@ def clipped_surrogate(log_probs: torch.Tensor, behaviour_log_probs: torch.Tensor
     return -torch.min(unclipped, clipped).mean()
 
 
-def vtrace_targets(model: ActorCritic, rollout: Rollout, cfg: ImpactConfig, log_probs: torch.Tensor,
-                   values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def vtrace_targets(model: ActorCritic, rollout: Rollout,
+                   cfg: ImpactConfig) -> tuple[torch.Tensor, torch.Tensor]:
     """V-trace's value targets ``v_s`` and advantages (T, N) of ``rollout`` at ``model``'s
-    weights, whose log-probabilities and values of the rollout's steps are given."""
+    weights (no gradient flows through them)."""
+    with torch.no_grad():
+        actor_out, values = model(torch.from_numpy(rollout.obs))
+        log_probs = model.distribution(actor_out).log_prob(torch.from_numpy(rollout.actions))
     rewards = torch.from_numpy(rollout.rewards) * cfg.reward_scale
     with torch.no_grad():
         bootstrap = model.value(torch.from_numpy(rollout.last_obs)).squeeze(-1)
@@ -165,14 +168,10 @@ def surrogate_loss(model: ActorCritic, obs: torch.Tensor, actions: torch.Tensor,
 def impact_loss(model: ActorCritic, rollout: Rollout,
                 cfg: ImpactConfig) -> tuple[torch.Tensor, dict[str, float], np.ndarray]:
     """The loss at ``model``'s weights (theta), its statistics and the advantages (T, N)."""
-    obs = torch.from_numpy(rollout.obs)
-    actions = torch.from_numpy(rollout.actions)
-    with torch.no_grad():
-        actor_out, values = model(obs)
-        log_probs = model.distribution(actor_out).log_prob(actions)
-    vs, advantages = vtrace_targets(model, rollout, cfg, log_probs, values)
-    loss, stats = surrogate_loss(model, obs, actions, torch.from_numpy(rollout.behaviour_log_probs),
-                                 advantages, vs, cfg)
+    vs, advantages = vtrace_targets(model, rollout, cfg)
+    loss, stats = surrogate_loss(model, torch.from_numpy(rollout.obs),
+                                 torch.from_numpy(rollout.actions),
+                                 torch.from_numpy(rollout.behaviour_log_probs), advantages, vs, cfg)
     return loss, stats, advantages.numpy()
 
 
@@ -239,10 +238,7 @@ class Impact(Algorithm):
         before = flat_parameters(model)
         obs = torch.from_numpy(batch.obs)
         actions = torch.from_numpy(batch.actions)
-        with torch.no_grad():
-            actor_out, values = model(obs)
-            log_probs = model.distribution(actor_out).log_prob(actions)
-        vs, advantages = vtrace_targets(model, batch, cfg, log_probs, values)
+        vs, advantages = vtrace_targets(model, batch, cfg)
         batch.advantages = advantages.numpy()
         steps = advantages.numel()
         flat = {"obs": obs.reshape(steps, *obs.shape[2:]),
