@@ -89,6 +89,7 @@ module olaf_queue #(
     input  wire                    cfg_mode,              // 0 OLAF, 1 FIFO
     input  wire [30:0]             cfg_threshold,         // raw fixed point, 0..2^31-1
     input  wire [7:0]              cfg_congestion_threshold,
+    input  wire [15:0]             cfg_cluster_quota,     // 0 or > capacity: no limit; any time
 
     input  wire [4:0]              cnt_sel,
     output wire [63:0]             cnt_value,
@@ -217,6 +218,7 @@ module olaf_queue #(
         .cfg_capacity(cfg_capacity), .cfg_max_clusters(cfg_max_clusters),
         .cfg_max_blocks(cfg_max_blocks), .cfg_frac_bits(cfg_frac_bits), .cfg_mode(cfg_mode),
         .cfg_threshold(cfg_threshold), .cfg_congestion_threshold(cfg_congestion_threshold),
+        .cfg_cluster_quota(cfg_cluster_quota),
         .h_valid(h_valid), .h_hdr(h_hdr), .h_len(h_len), .h_nb(h_nb), .h_tid(h_tid),
         .h_bad(h_bad), .h_key(h_key), .h_take(h_take),
         .free_seg_valid(free_seg_valid), .free_seg(free_seg),

@@ -4,7 +4,8 @@
 //   B  the read passes the BRAM output register; olaf_verdict validates the message and
 //      the reward bounds reward -/+ threshold are computed;
 //   L  index bypass, then the looked-up slot's and the head slot's metadata (LUT RAM),
-//      the per-cluster counts and both candidate utilisations are read into registers;
+//      the per-cluster counts (and whether the UPDATE's cluster holds its quota) and both
+//      candidate utilisations are read into registers;
 //   R  hit, the reward compares and the rule give the outcome; counter enables, merge
 //      candidates and the feedback after the operation are registered;
 //   C  commits slot metadata, write_ptr / read_ptr, per-cluster counts, the active-cluster
@@ -52,6 +53,7 @@ module olaf_queue_decide #(
     input  wire                    cfg_mode,
     input  wire [30:0]             cfg_threshold,
     input  wire [7:0]              cfg_congestion_threshold,
+    input  wire [15:0]             cfg_cluster_quota,
 
     // The message held in ingest's H register.
     input  wire                    h_valid,
@@ -192,8 +194,14 @@ module olaf_queue_decide #(
             assign step_r_tab[(OW+1)*gc +: OW+1] = 255 % CAPV;
         end
     endgenerate
+    // cluster_quota (DESIGN.md §3 step 4): a cluster holding quota slots gets DROPPED_FULL
+    // for a new slot. 0 or above capacity is no limit (= capacity: a count that reaches
+    // it means a full queue anyway), as on v1model. Run time, like mode and thresholds.
+    reg [OW-1:0] quota;
     always @(posedge clk) begin
         cap <= cap_in[OW-1:0];
+        quota <= (cfg_cluster_quota == 16'd0 || cfg_cluster_quota > cap) ? cap
+               : cfg_cluster_quota[OW-1:0];
         util_step_q <= step_q_tab[8*cap +: 8];
         util_step_r <= step_r_tab[(OW+1)*cap +: OW+1];
     end
@@ -302,7 +310,7 @@ module olaf_queue_decide #(
     reg [31:0] r_h_seq, r_h_mv, r_h_reward, r_h_gen, r_h_contrib;
     reg [AW-1:0] r_h_seg;
     reg [CW-1:0] r_h_cl;
-    reg r_full, r_empty, r_ucl_zero, r_hcl_one;
+    reg r_full, r_empty, r_ucl_zero, r_hcl_one, r_ucl_quota;
     reg [OW-1:0] r_ucl_count, r_hcl_count;
     reg [7:0] r_util_up_q, r_util_down_q;
     reg [OW:0] r_util_up_r, r_util_down_r;
@@ -357,6 +365,7 @@ module olaf_queue_decide #(
         r_ucl_count <= cluster_count[l_cluster[CW-1:0]];
         r_hcl_count <= cluster_count[r_cluster[CW-1:0]];
         r_ucl_zero <= cluster_count[l_cluster[CW-1:0]] == 0;
+        r_ucl_quota <= cluster_count[l_cluster[CW-1:0]] >= quota;
         r_hcl_one <= cluster_count[r_cluster[CW-1:0]] == 1;
         r_util_up_q <= util_up_q;
         r_util_up_r <= up_r_next[OW:0];
@@ -393,7 +402,7 @@ module olaf_queue_decide #(
             else if (close) outcome = O_MERGED;
             else if (u_higher) outcome = O_REPLACED;
             else outcome = O_DROPPED_REWARD;
-        end else if (r_full) outcome = O_DROPPED_FULL;
+        end else if (r_full || r_ucl_quota) outcome = O_DROPPED_FULL;
         else outcome = O_ENQUEUED;
     end
     wire do_enqueue = is_update && outcome == O_ENQUEUED;

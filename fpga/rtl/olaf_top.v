@@ -64,7 +64,7 @@ module olaf_top #(
     localparam integer SHELL_COUNTERS = 10;
 
     wire ctrl_reset, ctrl_fwd_other;
-    wire [15:0] cfg_capacity;
+    wire [15:0] cfg_capacity, cfg_cluster_quota;
     wire [16:0] cfg_max_clusters, cfg_max_blocks;
     wire [7:0] cfg_frac_bits, cfg_congestion_threshold;
     wire cfg_mode;
@@ -118,6 +118,7 @@ module olaf_top #(
         .cfg_capacity(cfg_capacity), .cfg_max_clusters(cfg_max_clusters),
         .cfg_max_blocks(cfg_max_blocks), .cfg_frac_bits(cfg_frac_bits), .cfg_mode(cfg_mode),
         .cfg_threshold(cfg_threshold), .cfg_congestion_threshold(cfg_congestion_threshold),
+        .cfg_cluster_quota(cfg_cluster_quota),
         .cnt_sel(cnt_sel), .cnt_value(cnt_value),
         .stat_occupied(stat_occupied), .stat_active_clusters(stat_active_clusters),
         .stat_queue_util(stat_queue_util), .stat_congested(stat_congested)
@@ -140,6 +141,7 @@ module olaf_top #(
         .cfg_capacity(cfg_capacity), .cfg_max_clusters(cfg_max_clusters),
         .cfg_max_blocks(cfg_max_blocks), .cfg_frac_bits(cfg_frac_bits), .cfg_mode(cfg_mode),
         .cfg_threshold(cfg_threshold), .cfg_congestion_threshold(cfg_congestion_threshold),
+        .cfg_cluster_quota(cfg_cluster_quota),
         .stat_occupied(stat_occupied), .stat_active_clusters(stat_active_clusters),
         .stat_queue_util(stat_queue_util), .stat_congested(stat_congested),
         .cnt_sel(cnt_sel), .cnt_value(cnt_value), .shell_counters(shell_counters)

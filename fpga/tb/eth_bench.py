@@ -52,7 +52,7 @@ MIN_FRAME = 60
 REG_ID, REG_CTRL, REG_MODE, REG_THRESHOLD = 0x000, 0x004, 0x008, 0x00C
 REG_CONGESTION, REG_FRAC_BITS, REG_CAPACITY = 0x010, 0x014, 0x018
 REG_MAX_CLUSTERS, REG_MAX_BLOCKS, REG_OCCUPIED, REG_FEEDBACK = 0x01C, 0x020, 0x024, 0x028
-REG_PARAMS, REG_PARAMS2 = 0x02C, 0x030
+REG_PARAMS, REG_PARAMS2, REG_CLUSTER_QUOTA = 0x02C, 0x030, 0x034
 QUEUE_COUNTERS, SHELL_COUNTERS = 0x100, 0x200
 CTRL_RESET, CTRL_FWD_OTHER = 0x1, 0x2
 SHELL_COUNTER_NAMES = ("rx_frames", "rx_bad", "rx_overflow", "rx_runt", "rx_filtered",
@@ -366,6 +366,7 @@ class EthBench:
         await self.axil.write_dword(REG_MAX_CLUSTERS, config.max_clusters)
         await self.axil.write_dword(REG_MAX_BLOCKS, config.max_blocks)
         await self.axil.write_dword(REG_FRAC_BITS, config.frac_bits)
+        await self.axil.write_dword(REG_CLUSTER_QUOTA, config.cluster_quota)
         await self.set_runtime(int(config.mode), config.threshold, config.congestion_threshold)
         await self.axil.write_dword(REG_CTRL, ctrl_on)
         for _ in range(4):

@@ -41,6 +41,7 @@ def config_from_vector(raw: dict) -> QueueConfig:
         mode=Mode.FIFO if raw["mode"] == "fifo" else Mode.OLAF,
         threshold=raw["threshold"],
         congestion_threshold=raw["congestion_threshold"],
+        cluster_quota=raw.get("cluster_quota"),
     )
 
 
@@ -88,7 +89,8 @@ class Reference:
             return
         s = q.index[cluster * cfg.max_blocks + block]
         if s < 0 or q.mode != Mode.OLAF:
-            self.rules["full" if q.occupied == cfg.capacity else "enqueue"] += 1
+            self.rules["full" if q.occupied == cfg.capacity
+                       else "quota" if q.cluster_count[cluster] >= q.cluster_quota else "enqueue"] += 1
             return
         slots = q.slots
         if slots["agg_count"][s] == 1 and slots["worker_id"][s] == worker:
@@ -398,6 +400,7 @@ class QueueBench:
         dut.cfg_mode.value = int(config.mode)
         dut.cfg_threshold.value = config.threshold
         dut.cfg_congestion_threshold.value = config.congestion_threshold
+        dut.cfg_cluster_quota.value = config.cluster_quota
 
     async def reset(self, config: QueueConfig | None = None, cycles: int = 4) -> None:
         """Hold rst, load ``config`` and start a fresh reference model."""

@@ -20,6 +20,7 @@ from eth_bench import (
     NON_OLAF_KINDS,
     QUEUE_COUNTERS,
     REG_CAPACITY,
+    REG_CLUSTER_QUOTA,
     REG_CONGESTION,
     REG_CTRL,
     REG_FEEDBACK,
@@ -86,12 +87,13 @@ async def register_file(dut) -> None:  # noqa: ANN001
     d = QueueConfig()
     defaults = {REG_CTRL: CTRL_FWD_OTHER, REG_MODE: int(d.mode), REG_THRESHOLD: d.threshold,
                 REG_CONGESTION: d.congestion_threshold, REG_FRAC_BITS: d.frac_bits,
-                REG_CAPACITY: d.capacity, REG_MAX_CLUSTERS: d.max_clusters, REG_MAX_BLOCKS: d.max_blocks}
+                REG_CAPACITY: d.capacity, REG_MAX_CLUSTERS: d.max_clusters, REG_MAX_BLOCKS: d.max_blocks,
+                REG_CLUSTER_QUOTA: d.capacity}   # no limit
     for address, value in defaults.items():
         assert await axil.read_dword(address) == value, f"reset value of {address:#x}"
     # Fields keep only their width.
     widths = {REG_MODE: 1, REG_THRESHOLD: 31, REG_CONGESTION: 8, REG_FRAC_BITS: 8, REG_CAPACITY: 16,
-              REG_MAX_CLUSTERS: 17, REG_MAX_BLOCKS: 17}
+              REG_MAX_CLUSTERS: 17, REG_MAX_BLOCKS: 17, REG_CLUSTER_QUOTA: 16}
     for address, bits in widths.items():
         await axil.write_dword(address, 0xFFFFFFFF)
         assert await axil.read_dword(address) == (1 << bits) - 1, f"width of {address:#x}"
@@ -136,7 +138,19 @@ async def configured_queue_and_counters(dut) -> None:  # noqa: ANN001
     await bench.exchange(last)
     await check_queue_counters(bench)
 
-    frames += more + last
+    # CLUSTER_QUOTA at run time: 2 of capacity 5 (3 clusters can still fill the queue),
+    # then 0 and 0xFFFF (above capacity), which the RTL takes as no limit (= capacity).
+    quota_frames = []
+    for written, quota in ((2, 2), (0, config.capacity), (0xFFFF, config.capacity)):
+        await bench.axil.write_dword(REG_CLUSTER_QUOTA, written)
+        assert await bench.axil.read_dword(REG_CLUSTER_QUOTA) == written
+        bench.reference.queue.cluster_quota = quota
+        part = mixed_frames(rng, 60, frac_bits=12, blocks=6)
+        await bench.exchange(part)
+        await check_queue_counters(bench)
+        quota_frames += part
+
+    frames += more + last + quota_frames
     kinds = Counter(f.kind for f in frames)
     shell = await bench.shell_counters()
     assert shell["rx_frames"] == len(frames)

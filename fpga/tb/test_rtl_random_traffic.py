@@ -4,8 +4,9 @@
 and reward drops are frequent; PULL share drifting between 5 % and 70 %, so the queue
 fills and drains; 2 % malformed messages) are sent in chunks. Between chunks the
 controller settings change at run time (mode, reward threshold, congestion
-threshold), as the real controller would change them, and each chunk runs under a
-different random tvalid/tready gap pattern, one with a long output stall.
+threshold, cluster_quota: 3 and 5 in two chunks, 0 = no limit in one), as the real
+controller would change them, and each chunk runs under a different random
+tvalid/tready gap pattern, one with a long output stall.
 """
 
 from __future__ import annotations
@@ -24,18 +25,20 @@ from sim_runner import SIMULATORS, run
 from dataplane.queue import QueueConfig
 from worker_transport.protocol import INT32_MAX, Mode, MsgType, Outcome
 
-# (mode, threshold, congestion_threshold, source busy, sink busy) per chunk.
+CAPACITY = 16
+# (mode, threshold, congestion_threshold, cluster_quota, source busy, sink busy) per chunk.
+# cluster_quota as written to the RTL: 0 is no limit (the reference gets CAPACITY).
 CHUNKS = [
-    (Mode.OLAF, 1 << 16, 192, 0.0, 0.0),
-    (Mode.OLAF, 1 << 16, 192, 0.3, 0.3),
-    (Mode.OLAF, INT32_MAX, 128, 0.5, 0.1),
-    (Mode.FIFO, 1 << 16, 192, 0.1, 0.5),
-    (Mode.OLAF, 0, 255, 0.2, 0.2),
-    (Mode.OLAF, 3 << 15, 1, 0.0, 0.9),
-    (Mode.FIFO, 1 << 16, 0, 0.3, 0.0),
-    (Mode.OLAF, 1 << 17, 192, 0.4, 0.4),
-    (Mode.OLAF, 1 << 16, 200, 0.0, 0.6),
-    (Mode.OLAF, 1 << 15, 192, 0.25, 0.25),
+    (Mode.OLAF, 1 << 16, 192, CAPACITY, 0.0, 0.0),
+    (Mode.OLAF, 1 << 16, 192, CAPACITY, 0.3, 0.3),
+    (Mode.OLAF, INT32_MAX, 128, 3, 0.5, 0.1),
+    (Mode.FIFO, 1 << 16, 192, CAPACITY, 0.1, 0.5),
+    (Mode.OLAF, 0, 255, CAPACITY, 0.2, 0.2),
+    (Mode.OLAF, 3 << 15, 1, CAPACITY, 0.0, 0.9),
+    (Mode.FIFO, 1 << 16, 0, 5, 0.3, 0.0),
+    (Mode.OLAF, 1 << 17, 192, 0, 0.4, 0.4),
+    (Mode.OLAF, 1 << 16, 200, CAPACITY, 0.0, 0.6),
+    (Mode.OLAF, 1 << 15, 192, CAPACITY, 0.25, 0.25),
 ]
 
 
@@ -46,16 +49,18 @@ async def random_traffic_scoreboard(dut) -> None:  # noqa: ANN001 - cocotb handl
     values = tb_values()
     bench = QueueBench(dut)
     bench.rules = Counter()
-    await bench.reset(QueueConfig(capacity=16, values=values))
+    await bench.reset(QueueConfig(capacity=CAPACITY, values=values))
     per_chunk = max(1, messages // len(CHUNKS))
-    for mode, threshold, congestion, source_busy, sink_busy in CHUNKS:
+    for mode, threshold, congestion, quota, source_busy, sink_busy in CHUNKS:
         # The DUT is idle between chunks (exchange() waits for every response).
         reference = bench.reference.queue
         reference.mode, reference.threshold = mode, threshold
         reference.congestion_threshold = congestion
+        reference.cluster_quota = quota or CAPACITY
         dut.cfg_mode.value = int(mode)
         dut.cfg_threshold.value = threshold
         dut.cfg_congestion_threshold.value = congestion
+        dut.cfg_cluster_quota.value = quota
         bench.source.set_pause_generator(random_pauses(rng, source_busy))
         bench.sink.set_pause_generator(random_pauses(rng, sink_busy))
         await bench.exchange(list(random_traffic(rng, per_chunk, values=values)))
@@ -70,7 +75,7 @@ async def random_traffic_scoreboard(dut) -> None:  # noqa: ANN001 - cocotb handl
     rule_bins = ["rule 1 REPLACED (same worker)", "rule 3 REPLACED (higher reward)", "merge",
                  "dropped for reward", "full", "enqueue"]
     if messages >= 5000:
-        rule_bins += ["merge into agg_count 65535", "overlong packet"]
+        rule_bins += ["merge into agg_count 65535", "overlong packet", "quota"]
     for name in rule_bins:
         assert bench.rules[name] > 0, f"random traffic never exercised {name}"
     assert counter_selects == 21, "every outcome, msg-type and verdict counter is read back"

@@ -1,4 +1,5 @@
-"""Replay every shared packet vector (tests/vectors/*.json) through the RTL OlafQueue.
+"""Replay every shared packet vector (tests/vectors/*.json and rtl_pending/*.json, the
+cluster_quota files) through the RTL OlafQueue.
 
 Each file's config is loaded into the DUT under reset, its inputs are sent in order
 and every response is compared byte for byte with the file's ``out`` and with the
@@ -22,7 +23,9 @@ VECTOR_DIR = Path(__file__).resolve().parents[2] / "tests" / "vectors"
 
 
 def vector_files() -> list[Path]:
-    return sorted(VECTOR_DIR.glob("*.json"))
+    # rtl_pending/ too: the RTL has cluster_quota (tests/vectors/generate.py RTL_PENDING).
+    files = [*VECTOR_DIR.glob("*.json"), *(VECTOR_DIR / "rtl_pending").glob("*.json")]
+    return sorted(files, key=lambda f: f.name)
 
 
 @cocotb.test()

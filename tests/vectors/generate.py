@@ -317,13 +317,13 @@ RTL_PENDING = {
     "24_cluster_quota_reached", "25_cluster_quota_not_reached", "26_cluster_quota_fifo",
     "27_cluster_quota_one", "51_random_quota",
 }
-"""Files the Verilog queue cannot replay yet: they set ``cluster_quota``, which fpga/rtl does
-not implement (README.md's deviations). They are written to ``rtl_pending/`` below this
-folder, where fpga/tb/test_rtl_vectors.py (which globs ``tests/vectors/*.json`` only) does
-not look, so the FPGA suite keeps passing; every other target replays them from there
-(``all_vector_files``). When the RTL has the quota: empty this set, regenerate (the files
-move up a folder) and have fpga/tb/queue_bench.py's ``config_from_vector`` read
-``cluster_quota``."""
+"""The files that set ``cluster_quota``, written to ``rtl_pending/`` below this folder; every
+target replays them from there (``all_vector_files``). The name is historical: the Verilog
+queue has the quota since issue 28 and fpga/tb (test_rtl_vectors.py, test_eth_mac.py) replays
+this folder too, with ``config_from_vector`` reading ``cluster_quota``. The files have not
+moved up only because tests/test_vectors_bmv2.py (the quota file check and the
+``quota_off_by_one`` mutant) and tests/test_switch_udp.py name them by their ``rtl_pending/``
+path: to move them, empty this set, regenerate and change those paths in the same commit."""
 PENDING_DIR = HERE / "rtl_pending"
 
 
