@@ -168,9 +168,12 @@ def test_a_run_survives_the_chaos_plan_and_keeps_what_the_design_promises(tmp_pa
     if saved.scalars["steps_to_target"] is None:
         # The target came after the crash (a ps-crash holds the target stop back, and on a
         # loaded machine the killed processes take long to come back, so it may come
-        # before): the resumed run trained on from the checkpoint's steps.
-        assert summary["env_steps"] > saved.env_steps and steps[len(old)] > saved.env_steps
-        assert summary["steps_to_target"] > saved.env_steps
+        # before): at the resumed run's first evaluation, which is of the checkpoint's own
+        # weights at its steps (on an idle machine the checkpoint can already be that good),
+        # or later, after the resumed run trained on from the checkpoint's steps.
+        assert summary["steps_to_target"] >= saved.env_steps
+        if summary["steps_to_target"] > saved.env_steps:
+            assert summary["env_steps"] > saved.env_steps and steps[len(old)] > saved.env_steps
     else:
         assert summary["steps_to_target"] == saved.scalars["steps_to_target"] <= saved.env_steps
     evaluations = _rows(tmp_path / "run2" / "evaluations.csv")
