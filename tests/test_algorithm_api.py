@@ -25,9 +25,9 @@ from olaf.algorithm import (
     initial_model,
     load_flat_parameters,
 )
-from olaf.drl.config import ImpactConfig, RunConfig
+from olaf.drl.config import RunConfig
 from olaf.drl.evaluation import evaluate_greedy, greedy_actions
-from olaf.drl.impact import Impact, impact_loss
+from olaf.drl.impact import Impact, ImpactConfig, impact_loss
 from olaf.drl.inproc import train_in_process
 from olaf.drl.learners import algo_config
 from olaf.drl.model import ActorCritic

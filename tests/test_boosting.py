@@ -200,7 +200,8 @@ def test_a_detected_boost_restarts_the_decay_so_workers_scale_up_again() -> None
 
 
 def test_decay_scaling_follows_d_k_alone() -> None:
-    from olaf.drl.config import A2CConfig, RunConfig
+    from olaf.drl.a2c import A2CConfig
+    from olaf.drl.config import RunConfig
     from olaf.drl.policies import RunPolicies
     from olaf.drl.server import ParameterServer
 
@@ -315,7 +316,8 @@ def test_curvature_probe_runs_when_due_on_its_recent_trajectories() -> None:
 
 
 def test_run_policies_apply_and_scale_without_processes() -> None:
-    from olaf.drl.config import A2CConfig, RunConfig
+    from olaf.drl.a2c import A2CConfig
+    from olaf.drl.config import RunConfig
     from olaf.drl.policies import RunPolicies
     from olaf.drl.server import ParameterServer
 

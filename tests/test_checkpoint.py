@@ -18,7 +18,8 @@ import pytest
 
 from olaf.drl import checkpoint as ck
 from olaf.drl.boosting import BoostConfig
-from olaf.drl.config import ImpactConfig, RunConfig
+from olaf.drl.config import RunConfig
+from olaf.drl.impact import ImpactConfig
 from olaf.drl.server import ParameterServer
 from tests.test_fault_tolerance import ROOT, OlafRun, assert_session_empty
 

@@ -9,7 +9,8 @@ import math
 import numpy as np
 import pytest
 
-from olaf.drl.config import A2CConfig, RunConfig
+from olaf.drl.a2c import A2CConfig
+from olaf.drl.config import RunConfig
 from olaf.drl.controller import RecentRewards
 from olaf.drl.core import PsApply, Status, TrainingLoop
 from olaf.drl.policies import RunPolicies

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from dataplane.queue import OlafQueue, QueueConfig
-from olaf.drl.a2c import RolloutWorker, gae
-from olaf.drl.config import A2CConfig, RunConfig
+from olaf.drl.a2c import A2CConfig, RolloutWorker, gae
+from olaf.drl.config import RunConfig
 from olaf.drl.inproc import _pulls, train_in_process
 from olaf.drl.model import ActorCritic, build_model
 from olaf.drl.server import ParameterServer

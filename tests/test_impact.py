@@ -11,8 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from olaf.drl.config import ImpactConfig
-from olaf.drl.impact import ImpactWorker, clip_grad_norms, clipped_surrogate, vtrace
+from olaf.drl.impact import ImpactConfig, ImpactWorker, clip_grad_norms, clipped_surrogate, vtrace
 from olaf.drl.learners import algo_config
 from olaf.drl.model import ActorCritic
 from tests.inproc_training import train_round_robin

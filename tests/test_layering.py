@@ -88,3 +88,27 @@ def test_ground_floors_never_import_upward(package: str, forbidden: tuple[str, .
     upward = sorted((n, m) for n, deps in g.items() if n.split(".")[0] == package
                     for m in deps if m.split(".")[0] in forbidden)
     assert upward == []
+
+
+def test_each_learner_config_lives_beside_its_algorithm() -> None:
+    from olaf.drl.a2c import A2C, A2CConfig
+    from olaf.drl.config import RunConfig
+    from olaf.drl.impact import Impact, ImpactConfig
+    from olaf.drl.server import PsConfig
+
+    assert (Impact.Config, A2C.Config) == (ImpactConfig, A2CConfig)
+    cfg = RunConfig()
+    assert (cfg.impact, cfg.learner, cfg.ps) == (ImpactConfig(), A2CConfig(), PsConfig())
+
+
+def test_building_the_cli_does_not_import_the_learners() -> None:
+    # Every subcommand's parser is built for any `olaf ...`, so reading RunConfig's
+    # defaults there must not pay for torch (2 s here): the learners import it.
+    import subprocess
+    import sys
+
+    code = ("import sys, olaf.cli; olaf.cli.build_parser(); "
+            "loaded = sorted({'torch', 'olaf.drl.impact', 'olaf.drl.a2c'} & set(sys.modules)); "
+            "print(loaded); sys.exit(bool(loaded))")
+    done = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -8,9 +8,10 @@ import argparse
 import numpy as np
 import pytest
 
-from olaf.drl.config import ImpactConfig, PsConfig, RunConfig
+from olaf.drl.config import RunConfig
+from olaf.drl.impact import ImpactConfig
 from olaf.drl.policies import RunPolicies
-from olaf.drl.server import ParameterServer
+from olaf.drl.server import ParameterServer, PsConfig
 from tests.batches import data_batch
 
 V = 4

@@ -222,7 +222,7 @@ def test_plain_weighting_when_learning_rate_scaling_is_off() -> None:
 def test_staleness_scales_the_adam_step_not_the_gradient() -> None:
     """Adam is invariant to a constant gradient scale, so alpha0/sqrt(delta) only acts as a
     step size: the same gradients at staleness 4 move the weights half as far."""
-    from olaf.drl.config import ImpactConfig
+    from olaf.drl.impact import ImpactConfig
     from olaf.drl.server import ParameterServer
 
     rng = np.random.default_rng(0)

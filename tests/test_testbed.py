@@ -115,7 +115,8 @@ def test_unknown_topology_name_lists_the_shipped_ones() -> None:
 
 def test_cli_defaults_match_run_config() -> None:
     from olaf.commands.testbed import LEARNER_DEFAULTS, RUN_DEFAULTS
-    from olaf.drl.config import ImpactConfig, RunConfig
+    from olaf.drl.config import RunConfig
+    from olaf.drl.impact import ImpactConfig
 
     rc, lc = RunConfig(), ImpactConfig()
     for key, value in vars(RUN_DEFAULTS).items():
@@ -171,7 +172,8 @@ def test_model_messages_round_trip_in_any_order_with_loss_of_a_stale_version() -
 
 
 def test_run_config_crosses_to_the_hosts_intact(tmp_path: Path) -> None:
-    from olaf.drl.config import A2CConfig, RunConfig
+    from olaf.drl.a2c import A2CConfig
+    from olaf.drl.config import RunConfig
     from olaf.testbed.hosts import config_json, load_config
 
     cfg = RunConfig(workers=3, mode="fifo", pull_rate=700.0, learner=A2CConfig(hidden=16))

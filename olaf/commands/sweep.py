@@ -170,13 +170,13 @@ def _text(value: Any) -> str:
 def config_of(sweep: Sweep, cell: dict[str, Any], blocks: int) -> Any:
     """The RunConfig of one cell (``blocks``: blocks per gradient of the run's model)."""
     from olaf.drl.bottleneck import buffer_for, egress_for, offered_rate
-    from olaf.drl.config import RunConfig
+    from olaf.drl.config import RunConfig, run_defaults
     from olaf.drl.evaluation import default_target
 
     switch_mode, always, aggregation = MODES[cell["mode"]]
     base = {"stop_at_target": True, **sweep.base}
     if "target_reward" not in base:
-        base["target_reward"] = default_target(base.get("env_id", RunConfig().env_id))
+        base["target_reward"] = default_target(base.get("env_id", run_defaults().env_id))
     cfg = RunConfig(**base, workers=cell["workers"], clusters=cell["clusters"], mode=switch_mode,
                     always_send=always, aggregation=aggregation, seed=cell["seed"])
     buffer = (cell["buffer_bytes"] if cell["depth"] == ""

@@ -19,7 +19,7 @@ from bmv2_topologies.topology import TopologyError, load, shipped_names
 
 HELP = "run the DRL experiment (or synthetic traffic) on a Mininet topology (needs root)"
 
-# olaf.drl.config's RunConfig/ImpactConfig defaults, repeated (and tested) so that building the
+# RunConfig's and ImpactConfig's defaults, repeated (and tested) so that building the
 # parser does not import the wire format (scapy).
 RUN_DEFAULTS = SimpleNamespace(env_id="CartPole-v1", pull_rate=1000.0, capacity=64, values=64,
                                algo="impact")
@@ -162,8 +162,10 @@ def run(args: argparse.Namespace) -> int:
             return fail(f"--ps-link-rate/--ps-link-limit: {e}")
     try:
         # Heavy (scapy, torch, grpc): imported when the command runs, so olaf --help stays fast.
-        from olaf.drl.config import A2CConfig, ImpactConfig, RunConfig
+        from olaf.drl.a2c import A2CConfig
+        from olaf.drl.config import RunConfig
         from olaf.drl.evaluation import default_target
+        from olaf.drl.impact import ImpactConfig
 
         # One worker process per worker host, the learner of olaf run: IMPACT refreshes its
         # weights just before each loss from the newest MODEL version the host assembled.

@@ -28,18 +28,17 @@ import math
 import os
 import random
 import time
-import typing
 import zipfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from olaf.drl.config import RunConfig
 from olaf.drl.results import RunResult, Snapshot
 
-if typing.TYPE_CHECKING:
+if TYPE_CHECKING:
     from olaf.drl.server import ParameterServer
 
 CHECKPOINT_NAME = "checkpoint.npz"
@@ -90,7 +89,9 @@ def config_from_dict(cls: type, data: dict[str, Any]) -> Any:
     CheckpointError names unknown fields (a checkpoint of another version of olaf) and
     values the dataclass refuses.
     """
-    hints = typing.get_type_hints(cls)
+    # The default instance, not the type hints, says which fields are nested configs or
+    # tuples: RunConfig's learner configs are imported only when one is made.
+    default = cls()
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - names)
     if unknown:
@@ -98,10 +99,10 @@ def config_from_dict(cls: type, data: dict[str, Any]) -> Any:
                               "(checkpoint of another olaf version?)")
     kwargs: dict[str, Any] = {}
     for name, value in data.items():
-        hint = hints[name]
-        if dataclasses.is_dataclass(hint) and isinstance(value, dict):
-            value = config_from_dict(hint, value)
-        elif typing.get_origin(hint) is tuple and isinstance(value, list):
+        current = getattr(default, name)
+        if dataclasses.is_dataclass(current) and isinstance(value, dict):
+            value = config_from_dict(type(current), value)
+        elif isinstance(current, tuple) and isinstance(value, list):
             value = tuple(value)
         kwargs[name] = value
     try:

@@ -5,22 +5,17 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import replace
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from olaf.drl.boosting import BoostConfig
 from olaf.drl.bottleneck import PRESETS
-from olaf.drl.config import (
-    AGGREGATIONS,
-    ALGOS,
-    CLOCKS,
-    SCALINGS,
-    A2CConfig,
-    ImpactConfig,
-    PsConfig,
-    RunConfig,
-)
+from olaf.drl.config import AGGREGATIONS, ALGOS, CLOCKS, SCALINGS, RunConfig, run_defaults
 from olaf.drl.settings import parse_set, split_settings, with_settings
 from olaf.drl.staleness import StalenessConfig
+
+if TYPE_CHECKING:
+    from olaf.drl.a2c import A2CConfig
+    from olaf.drl.impact import ImpactConfig
 
 TARGET_HELP = ("greedy-evaluation mean return that ends the run (default: the environment's "
                "spec.reward_threshold, 475 CartPole-v1, 200 LunarLander-v3)")
@@ -34,7 +29,7 @@ def usage_error(message: str) -> NoReturn:
 
 def add_run_arguments(parser: argparse.ArgumentParser, *, duration: float,
                       total_steps: int | None = None) -> None:
-    d = RunConfig()
+    d = run_defaults()
     total_steps = d.total_steps if total_steps is None else total_steps
     parser.add_argument("--env", default=d.env_id,
                         help="gymnasium id; the built-in learners take flat Box observations and "
@@ -69,13 +64,12 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, duration: float,
                          "olaf.algorithm.Algorithm subclass, docs/algorithm.md "
                          f"(default {d.algo})")
     learner.add_argument("--envs-per-worker", type=int, default=None,
-                         help="IMPACT: environments per worker, gymnasium.vector "
-                         f"(default {ImpactConfig().envs_per_worker})")
+                         help="IMPACT: environments per worker, gymnasium.vector (default: "
+                         "ImpactConfig's envs_per_worker)")
     learner.add_argument("--lr", type=float, default=None,
-                         help=f"Adam learning rate at the PS (default: impact "
-                         f"{ImpactConfig().learning_rate:g}, a2c {A2CConfig().learning_rate:g})")
+                         help="learning rate at the PS (default: the learner's learning_rate)")
     learner.add_argument("--hidden", type=int, default=None,
-                         help=f"hidden layer width (default {ImpactConfig().hidden})")
+                         help="hidden layer width (default: the learner's hidden)")
     learner.add_argument("--set", action="append", default=[], metavar="algo.NAME=VALUE",
                          dest="algo_set",
                          help="any hyperparameter of the selected learner, e.g. algo.clip=0.2, "
@@ -87,7 +81,7 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, duration: float,
 
 def add_bottleneck_arguments(parser: argparse.ArgumentParser) -> None:
     """The bottleneck toward the PS (DESIGN.md §7) and the clock the run keeps."""
-    d = RunConfig()
+    d = run_defaults()
     group = parser.add_argument_group("bottleneck and clock (DESIGN.md §7, olaf.drl.bottleneck)")
     group.add_argument("--bottleneck", choices=tuple(PRESETS), default=None, metavar="NAME",
                        help="a named bottleneck: " + "; ".join(
@@ -150,7 +144,7 @@ def bottleneck_from_args(args: argparse.Namespace) -> dict[str, Any]:
 
 def add_policy_arguments(parser: argparse.ArgumentParser) -> None:
     """The PS aggregation and worker-scaling policies (both off by default)."""
-    s, b, d = StalenessConfig(), BoostConfig(), RunConfig()
+    s, b, d = StalenessConfig(), BoostConfig(), run_defaults()
     group = parser.add_argument_group("policies (Stellaris staleness-aware aggregation, "
                                       "Nitro boosting-driven worker scaling)")
     group.add_argument("--aggregation", choices=AGGREGATIONS, default=d.aggregation,
@@ -205,8 +199,9 @@ def config_from_args(args: argparse.Namespace, *, mode: str, seed: int,
     workers send every update in olaf mode too (the OLAF queue without P_s)."""
     try:
         algo_items, ps_items = split_settings(args.algo_set)
-        impact, learner = algo_configs(args, algo_items)
-        ps = with_settings(PsConfig(), ps_items, "ps.")
+        defaults = RunConfig()  # imports the learners (torch): the run is about to need them
+        impact, learner = algo_configs(args, algo_items, defaults)
+        ps = with_settings(defaults.ps, ps_items, "ps.")
         return RunConfig(env_id=args.env, workers=args.workers, processes=args.processes,
                          mode=mode, always_send=always_send,
                          feedback_ttl_ms=args.feedback_ttl_ms,
@@ -222,14 +217,15 @@ def config_from_args(args: argparse.Namespace, *, mode: str, seed: int,
         usage_error(f"olaf: error: {exc}")
 
 
-def algo_configs(args: argparse.Namespace, items: list[str]) -> tuple[ImpactConfig, A2CConfig]:
+def algo_configs(args: argparse.Namespace, items: list[str],
+                 defaults: RunConfig) -> tuple[ImpactConfig, A2CConfig]:
     """The two learners' configurations, the selected one with the flags and ``--set`` applied."""
     common: dict[str, Any] = {}
     if args.lr is not None:
         common["learning_rate"] = args.lr
     if args.hidden is not None:
         common["hidden"] = args.hidden
-    impact, a2c = ImpactConfig(), A2CConfig()
+    impact, a2c = defaults.impact, defaults.learner
     if args.algo not in ALGOS:
         if args.envs_per_worker is not None:
             raise ValueError("--envs-per-worker is an option of --algo impact")

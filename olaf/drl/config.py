@@ -1,13 +1,19 @@
-"""Hyperparameters of the two learners (IMPACT, the default, and A2C) and of one
-``olaf run`` experiment.
+"""The configuration of one ``olaf run`` experiment (``RunConfig``).
 
-Every field carries its own docstring so that ``olaf run --help`` and the docs can
-point here instead of repeating the numbers.
+The learners' hyperparameters live beside their algorithms (``ImpactConfig`` in
+olaf.drl.impact, ``A2CConfig`` in olaf.drl.a2c) and the parameter server's in
+olaf.drl.server (``PsConfig``). Every field carries its own docstring so that
+``olaf run --help`` and the docs can point here instead of repeating the numbers.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
 
 from olaf.drl.boosting import BoostConfig
 from olaf.drl.bottleneck import PRESETS, block_bytes, blocks_per_second, slots_of
@@ -15,188 +21,27 @@ from olaf.drl.staleness import StalenessConfig
 from worker_transport.policy import DEFAULT_FEEDBACK_TTL_MS
 from worker_transport.protocol import DEFAULT_FRAC_BITS, MAX_VALUES_P4
 
+if TYPE_CHECKING:
+    from olaf.drl.a2c import A2CConfig
+    from olaf.drl.impact import ImpactConfig
+    from olaf.drl.server import PsConfig
+
 CLOCKS = ("real", "virtual")
 AGGREGATIONS = ("plain", "staleness-aware")
-PS_AGGREGATES = ("mean", "sum")
-PS_OPTIMIZERS = ("adam", "sgd", "rmsprop")
 SCALINGS = ("fixed", "boost", "decay")
 ALGOS = ("impact", "a2c")
 
 
-@dataclass(frozen=True)
-class A2CConfig:
-    """Learner hyperparameters, shared by every worker and the parameter server."""
+def _beside_its_code(module: str, name: str) -> Callable[[], Any]:
+    """A default factory for a configuration that lives beside its algorithm. The import
+    waits until a RunConfig is made, because the learners import torch, and the CLI builds
+    every subcommand's parser (``run_defaults``) without one."""
 
-    hidden: int = 32
-    """Width of the two tanh hidden layers of the actor and of the critic (32 keeps a
-    CartPole gradient at 40 blocks of 64 values, LunarLander at 45)."""
-    rollout_steps: int = 32
-    """Environment steps per worker per gradient (the n of n-step returns)."""
-    gamma: float = 0.99
-    """Discount factor."""
-    gae_lambda: float = 0.95
-    """GAE(lambda) mixing between one-step TD (0) and Monte-Carlo (1) advantages."""
-    value_coef: float = 0.5
-    """Weight of the critic's squared-error loss against the policy loss."""
-    entropy_coef: float = 0.01
-    """Weight of the entropy bonus that keeps the policy exploring."""
-    max_grad_norm: float = 0.5
-    """Each worker clips its gradient to this L2 norm before sending it, which also
-    bounds every fixed-point value far below int32 saturation even after many merges."""
-    learning_rate: float = 1e-3
-    """Adam step size at the parameter server."""
-    adam_betas: tuple[float, float] = (0.9, 0.999)
-    """Adam's first- and second-moment decay rates."""
-    adam_eps: float = 1e-8
-    """Adam's denominator epsilon."""
-    reward_window: int = 10
-    """Episodes in a worker's "recent mean episode return", the reward it sends."""
+    def make() -> Any:
+        return getattr(importlib.import_module(module), name)()
 
-    def __post_init__(self) -> None:
-        checks = [
-            (self.hidden >= 1, "hidden must be >= 1"),
-            (self.rollout_steps >= 1, "rollout_steps must be >= 1"),
-            (0.0 < self.gamma <= 1.0, "gamma must be in (0, 1]"),
-            (0.0 <= self.gae_lambda <= 1.0, "gae_lambda must be in [0, 1]"),
-            (self.max_grad_norm > 0, "max_grad_norm must be > 0"),
-            (self.learning_rate > 0, "learning_rate must be > 0"),
-            (self.reward_window >= 1, "reward_window must be >= 1"),
-        ]
-        for ok, message in checks:
-            if not ok:
-                raise ValueError(message)
-
-
-@dataclass(frozen=True)
-class ImpactConfig:
-    """Hyperparameters of the IMPACT learner (olaf.drl.impact), each with where its default
-    comes from. Set any of them with ``olaf run --set algo.NAME=VALUE``."""
-
-    hidden: int = 32
-    """Width of the two tanh hidden layers of the actor and of the critic. CleanRL's PPO
-    uses 64; 32 keeps a CartPole gradient at 40 blocks of 64 values, and the PS's pull rate
-    counts blocks."""
-    rollout_steps: int = 32
-    """Steps per environment per gradient (IMPALA's unroll length is 20, RLlib APPO's
-    rollout_fragment_length 50; 32 as the A2C learner)."""
-    envs_per_worker: int = 4
-    """Environments a worker steps together (gymnasium.vector), so one gradient carries
-    ``envs_per_worker * rollout_steps`` transitions (CleanRL PPO's CartPole num_envs = 4)."""
-    gamma: float = 0.99
-    """Discount factor (IMPALA, CleanRL PPO, RLlib APPO)."""
-    vtrace_lambda: float = 0.95
-    """lambda of V-trace's traces ``c_s = lambda * min(c_bar, ratio)`` (IMPALA §4.2 allows
-    lambda < 1; 0.95 is CleanRL PPO's gae_lambda, to which V-trace reduces on-policy)."""
-    rho_bar: float = 1.0
-    """Truncation of V-trace's importance weights in the value targets (IMPALA: 1)."""
-    c_bar: float = 1.0
-    """Truncation of V-trace's traces (IMPALA: 1)."""
-    clip: float = 0.2
-    """epsilon of the clipped surrogate ``min(r A, clip(r, 1-eps, 1+eps) A)`` with
-    ``r = pi_theta / mu`` (CleanRL PPO clip_coef 0.2; IMPACT and RLlib APPO use 0.4)."""
-    normalize_advantages: bool = True
-    """Advantages are normalised to zero mean, unit std per gradient (CleanRL PPO norm_adv)."""
-    entropy_coef: float = 0.01
-    """Weight of the entropy bonus (CleanRL PPO ent_coef 0.01; RLlib APPO 0.01)."""
-    value_coef: float = 0.5
-    """Weight of the critic's squared error against the V-trace target (CleanRL PPO
-    vf_coef 0.5; RLlib APPO vf_loss_coeff 0.5)."""
-    actor_max_grad_norm: float = 0.5
-    """L2 clip of the actor's gradient, clipped apart from the critic's (CleanRL PPO's
-    max_grad_norm 0.5, applied per network: one joint clip lets the critic's large
-    errors shrink the policy gradient to ~1 % of itself)."""
-    critic_max_grad_norm: float = 0.5
-    """L2 clip of the critic's gradient (CleanRL PPO max_grad_norm 0.5)."""
-    learning_rate: float = 5e-4
-    """Adam step size at the parameter server (RLlib APPO lr 5e-4)."""
-    adam_betas: tuple[float, float] = (0.9, 0.999)
-    """Adam's moment decay rates (PyTorch/CleanRL defaults)."""
-    adam_eps: float = 1e-5
-    """Adam's denominator epsilon (CleanRL PPO 1e-5)."""
-    reward_window: int = 10
-    """Episodes in a worker's "recent mean episode return", the reward it sends (OLAF)."""
-    reward_scale: float = 1.0
-    """Rewards are multiplied by this in the loss (not in the returns reported): the
-    critic's targets then stay near unit scale when rewards are large, as for Pendulum-v1
-    (CleanRL's continuous PPO normalises rewards for the same reason)."""
-    epochs: int = 1
-    """1: the worker sends the gradient of one loss (IMPACT). More: the worker runs PPO's
-    epochs on its rollout with an Adam of its own (``local_learning_rate``, ``minibatches``
-    per epoch, advantages and V-trace targets computed once before the epochs, as PPO does)
-    and sends the parameter delta, which a PS with ``ps.optimizer=sgd`` and
-    ``ps.learning_rate=1`` applies as it is (rl-baselines3-zoo's PPO: 4 epochs for
-    LunarLander; the delta is what DD-PPO-style and federated learners exchange)."""
-    minibatches: int = 4
-    """Minibatches per local epoch (with ``epochs > 1``)."""
-    local_learning_rate: float = 3e-4
-    """The worker's own Adam step size for the local epochs (rl-baselines3-zoo PPO: 3e-4)."""
-
-    def __post_init__(self) -> None:
-        checks = [
-            (self.hidden >= 1, "hidden must be >= 1"),
-            (self.rollout_steps >= 1, "rollout_steps must be >= 1"),
-            (self.envs_per_worker >= 1, "envs_per_worker must be >= 1"),
-            (self.reward_scale > 0, "reward_scale must be > 0"),
-            (self.epochs >= 1 and self.minibatches >= 1, "epochs and minibatches must be >= 1"),
-            (self.local_learning_rate > 0, "local_learning_rate must be > 0"),
-            (0.0 < self.gamma <= 1.0, "gamma must be in (0, 1]"),
-            (0.0 <= self.vtrace_lambda <= 1.0, "vtrace_lambda must be in [0, 1]"),
-            (self.rho_bar > 0 and self.c_bar > 0, "rho_bar and c_bar must be > 0"),
-            (0.0 < self.clip < 1.0, "clip must be in (0, 1)"),
-            (self.entropy_coef >= 0 and self.value_coef >= 0, "coefficients must be >= 0"),
-            (self.actor_max_grad_norm > 0 and self.critic_max_grad_norm > 0,
-             "max grad norms must be > 0"),
-            (self.learning_rate > 0, "learning_rate must be > 0"),
-            (all(0.0 <= b < 1.0 for b in self.adam_betas) and len(self.adam_betas) == 2,
-             "adam_betas must be two values in [0, 1)"),
-            (self.adam_eps > 0, "adam_eps must be > 0"),
-            (self.reward_window >= 1, "reward_window must be >= 1"),
-        ]
-        for ok, message in checks:
-            if not ok:
-                raise ValueError(message)
-
-
-@dataclass(frozen=True)
-class PsConfig:
-    """How the parameter server turns a DATA block into a step (docs/learner.md); set with
-    ``olaf run --set ps.NAME=VALUE``.
-
-    A DATA block carries the mean of the ``agg_count`` worker updates the switch summed
-    into it (the receiver divides by agg_count). What that block is worth is a choice:
-    A3C applies every worker's gradient (so k merged gradients are worth k steps, i.e.
-    their sum), SwitchML sums in the network and the host divides (the mean). With Adam
-    the choice hardly matters (Adam is invariant to the gradient's scale, so merging buys
-    noise reduction only); with SGD or RMSProp it decides whether a merge moves the weights
-    k times as far."""
-
-    aggregate: str = "mean"
-    """``mean``: a block of agg_count k is one step with the mean of its k updates;
-    ``sum``: one step with their sum (k times the mean), as if each had been applied."""
-    optimizer: str = "adam"
-    """``adam`` (per-block bias correction, the learner's betas and eps), ``sgd`` (plain,
-    with ``momentum``), or ``rmsprop`` (A3C's shared RMSProp: ``alpha``, ``rmsprop_eps``)."""
-    learning_rate: float = 0.0
-    """Step size; 0 takes the learner's ``learning_rate``."""
-    momentum: float = 0.0
-    """SGD momentum (0: plain SGD)."""
-    alpha: float = 0.99
-    """RMSProp's squared-gradient decay (A3C, Mnih et al. 2016: 0.99)."""
-    rmsprop_eps: float = 0.1
-    """RMSProp's denominator epsilon (A3C's shared RMSProp: 0.1)."""
-
-    def __post_init__(self) -> None:
-        checks = [
-            (self.aggregate in PS_AGGREGATES, f"ps.aggregate must be one of {PS_AGGREGATES}"),
-            (self.optimizer in PS_OPTIMIZERS, f"ps.optimizer must be one of {PS_OPTIMIZERS}"),
-            (self.learning_rate >= 0, "ps.learning_rate must be >= 0"),
-            (0.0 <= self.momentum < 1.0, "ps.momentum must be in [0, 1)"),
-            (0.0 <= self.alpha < 1.0, "ps.alpha must be in [0, 1)"),
-            (self.rmsprop_eps > 0, "ps.rmsprop_eps must be > 0"),
-        ]
-        for ok, message in checks:
-            if not ok:
-                raise ValueError(message)
+    make.__qualname__ = name
+    return make
 
 
 @dataclass(frozen=True)
@@ -266,11 +111,11 @@ class RunConfig:
     algo_set: tuple[str, ...] = ()
     """``algo.NAME=VALUE`` settings of a ``MODULE:CLASS`` algorithm's ``Config`` (the
     built-in learners carry theirs in ``impact`` and ``learner``)."""
-    impact: ImpactConfig = field(default_factory=ImpactConfig)
+    impact: ImpactConfig = field(default_factory=_beside_its_code("olaf.drl.impact", "ImpactConfig"))
     """Hyperparameters of the IMPACT learner."""
-    learner: A2CConfig = field(default_factory=A2CConfig)
+    learner: A2CConfig = field(default_factory=_beside_its_code("olaf.drl.a2c", "A2CConfig"))
     """Hyperparameters of the A2C learner."""
-    ps: PsConfig = field(default_factory=PsConfig)
+    ps: PsConfig = field(default_factory=_beside_its_code("olaf.drl.server", "PsConfig"))
     """How the parameter server applies DATA: aggregate and optimizer."""
     aggregation: str = "plain"
     """PS policy: ``plain`` applies each DATA block as it arrives; ``staleness-aware``
@@ -433,3 +278,10 @@ class RunConfig:
     @property
     def worker_processes(self) -> int:
         return min(self.workers, self.processes or 2)
+
+
+def run_defaults() -> Any:
+    """RunConfig's plain field defaults as attributes, without making a RunConfig (which
+    would import the learners, and torch with them): what the CLI's parsers show."""
+    return SimpleNamespace(**{f.name: f.default for f in dataclasses.fields(RunConfig)
+                              if f.default is not dataclasses.MISSING})

@@ -40,13 +40,15 @@ The policy is categorical for Discrete actions and a diagonal Gaussian with a
 state-independent log-std for Box actions (olaf.drl.model.ActorCritic): the ratio, the
 entropy and V-trace only see per-state log-probabilities, so the loss is the same.
 
-Hyperparameters: ``ImpactConfig`` (olaf.drl.config), with the source of every default.
+Hyperparameters: ``ImpactConfig``, just below, with the source of every default.
 ``Impact`` is written against the algorithm API (olaf.algorithm): the model, the experience
 source (``VectorActor``) and the loss below are all it supplies; the platform's ``Worker``
 does the refresh, the backward pass, the clipping and the flattening.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import gymnasium as gym
 import numpy as np
@@ -64,11 +66,100 @@ from olaf.algorithm import (
     load_flat_parameters,
     parameters_of,
 )
-from olaf.drl.config import ImpactConfig
 from olaf.drl.model import ActorCritic
 
 __all__ = ["Impact", "ImpactWorker", "Rollout", "VectorActor", "clip_grad_norms",
            "clipped_surrogate", "impact_loss", "vtrace"]
+
+@dataclass(frozen=True)
+class ImpactConfig:
+    """Hyperparameters of the IMPACT learner (olaf.drl.impact), each with where its default
+    comes from. Set any of them with ``olaf run --set algo.NAME=VALUE``."""
+
+    hidden: int = 32
+    """Width of the two tanh hidden layers of the actor and of the critic. CleanRL's PPO
+    uses 64; 32 keeps a CartPole gradient at 40 blocks of 64 values, and the PS's pull rate
+    counts blocks."""
+    rollout_steps: int = 32
+    """Steps per environment per gradient (IMPALA's unroll length is 20, RLlib APPO's
+    rollout_fragment_length 50; 32 as the A2C learner)."""
+    envs_per_worker: int = 4
+    """Environments a worker steps together (gymnasium.vector), so one gradient carries
+    ``envs_per_worker * rollout_steps`` transitions (CleanRL PPO's CartPole num_envs = 4)."""
+    gamma: float = 0.99
+    """Discount factor (IMPALA, CleanRL PPO, RLlib APPO)."""
+    vtrace_lambda: float = 0.95
+    """lambda of V-trace's traces ``c_s = lambda * min(c_bar, ratio)`` (IMPALA §4.2 allows
+    lambda < 1; 0.95 is CleanRL PPO's gae_lambda, to which V-trace reduces on-policy)."""
+    rho_bar: float = 1.0
+    """Truncation of V-trace's importance weights in the value targets (IMPALA: 1)."""
+    c_bar: float = 1.0
+    """Truncation of V-trace's traces (IMPALA: 1)."""
+    clip: float = 0.2
+    """epsilon of the clipped surrogate ``min(r A, clip(r, 1-eps, 1+eps) A)`` with
+    ``r = pi_theta / mu`` (CleanRL PPO clip_coef 0.2; IMPACT and RLlib APPO use 0.4)."""
+    normalize_advantages: bool = True
+    """Advantages are normalised to zero mean, unit std per gradient (CleanRL PPO norm_adv)."""
+    entropy_coef: float = 0.01
+    """Weight of the entropy bonus (CleanRL PPO ent_coef 0.01; RLlib APPO 0.01)."""
+    value_coef: float = 0.5
+    """Weight of the critic's squared error against the V-trace target (CleanRL PPO
+    vf_coef 0.5; RLlib APPO vf_loss_coeff 0.5)."""
+    actor_max_grad_norm: float = 0.5
+    """L2 clip of the actor's gradient, clipped apart from the critic's (CleanRL PPO's
+    max_grad_norm 0.5, applied per network: one joint clip lets the critic's large
+    errors shrink the policy gradient to ~1 % of itself)."""
+    critic_max_grad_norm: float = 0.5
+    """L2 clip of the critic's gradient (CleanRL PPO max_grad_norm 0.5)."""
+    learning_rate: float = 5e-4
+    """Adam step size at the parameter server (RLlib APPO lr 5e-4)."""
+    adam_betas: tuple[float, float] = (0.9, 0.999)
+    """Adam's moment decay rates (PyTorch/CleanRL defaults)."""
+    adam_eps: float = 1e-5
+    """Adam's denominator epsilon (CleanRL PPO 1e-5)."""
+    reward_window: int = 10
+    """Episodes in a worker's "recent mean episode return", the reward it sends (OLAF)."""
+    reward_scale: float = 1.0
+    """Rewards are multiplied by this in the loss (not in the returns reported): the
+    critic's targets then stay near unit scale when rewards are large, as for Pendulum-v1
+    (CleanRL's continuous PPO normalises rewards for the same reason)."""
+    epochs: int = 1
+    """1: the worker sends the gradient of one loss (IMPACT). More: the worker runs PPO's
+    epochs on its rollout with an Adam of its own (``local_learning_rate``, ``minibatches``
+    per epoch, advantages and V-trace targets computed once before the epochs, as PPO does)
+    and sends the parameter delta, which a PS with ``ps.optimizer=sgd`` and
+    ``ps.learning_rate=1`` applies as it is (rl-baselines3-zoo's PPO: 4 epochs for
+    LunarLander; the delta is what DD-PPO-style and federated learners exchange)."""
+    minibatches: int = 4
+    """Minibatches per local epoch (with ``epochs > 1``)."""
+    local_learning_rate: float = 3e-4
+    """The worker's own Adam step size for the local epochs (rl-baselines3-zoo PPO: 3e-4)."""
+
+    def __post_init__(self) -> None:
+        checks = [
+            (self.hidden >= 1, "hidden must be >= 1"),
+            (self.rollout_steps >= 1, "rollout_steps must be >= 1"),
+            (self.envs_per_worker >= 1, "envs_per_worker must be >= 1"),
+            (self.reward_scale > 0, "reward_scale must be > 0"),
+            (self.epochs >= 1 and self.minibatches >= 1, "epochs and minibatches must be >= 1"),
+            (self.local_learning_rate > 0, "local_learning_rate must be > 0"),
+            (0.0 < self.gamma <= 1.0, "gamma must be in (0, 1]"),
+            (0.0 <= self.vtrace_lambda <= 1.0, "vtrace_lambda must be in [0, 1]"),
+            (self.rho_bar > 0 and self.c_bar > 0, "rho_bar and c_bar must be > 0"),
+            (0.0 < self.clip < 1.0, "clip must be in (0, 1)"),
+            (self.entropy_coef >= 0 and self.value_coef >= 0, "coefficients must be >= 0"),
+            (self.actor_max_grad_norm > 0 and self.critic_max_grad_norm > 0,
+             "max grad norms must be > 0"),
+            (self.learning_rate > 0, "learning_rate must be > 0"),
+            (all(0.0 <= b < 1.0 for b in self.adam_betas) and len(self.adam_betas) == 2,
+             "adam_betas must be two values in [0, 1)"),
+            (self.adam_eps > 0, "adam_eps must be > 0"),
+            (self.reward_window >= 1, "reward_window must be >= 1"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(message)
+
 
 # -- 1. experience is olaf.algorithm.VectorActor's: a Rollout of T steps x N environments --
 # -- 2. V-trace ---------------------------------------------------------------------------

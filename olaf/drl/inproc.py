@@ -19,8 +19,7 @@ import torch
 from control_plane.controller import ThresholdLoop
 from dataplane.queue import OlafQueue, QueueConfig
 from olaf.algorithm import Algorithm, Worker, flat_parameters, initial_model
-from olaf.drl.a2c import A2C
-from olaf.drl.config import A2CConfig
+from olaf.drl.a2c import A2C, A2CConfig
 from olaf.drl.controller import RecentRewards, threshold_raw
 from olaf.drl.server import ParameterServer
 from worker_transport.codec import Batch, decode, encode, gradient_updates, mean_values

@@ -16,12 +16,57 @@ workers stamp their gradients with the version they acted with, so
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from olaf.drl.config import PsConfig
 from worker_transport.fixedpoint import num_blocks
+
+PS_AGGREGATES = ("mean", "sum")
+PS_OPTIMIZERS = ("adam", "sgd", "rmsprop")
+
+
+@dataclass(frozen=True)
+class PsConfig:
+    """How the parameter server turns a DATA block into a step (docs/learner.md); set with
+    ``olaf run --set ps.NAME=VALUE``.
+
+    A DATA block carries the mean of the ``agg_count`` worker updates the switch summed
+    into it (the receiver divides by agg_count). What that block is worth is a choice:
+    A3C applies every worker's gradient (so k merged gradients are worth k steps, i.e.
+    their sum), SwitchML sums in the network and the host divides (the mean). With Adam
+    the choice hardly matters (Adam is invariant to the gradient's scale, so merging buys
+    noise reduction only); with SGD or RMSProp it decides whether a merge moves the weights
+    k times as far."""
+
+    aggregate: str = "mean"
+    """``mean``: a block of agg_count k is one step with the mean of its k updates;
+    ``sum``: one step with their sum (k times the mean), as if each had been applied."""
+    optimizer: str = "adam"
+    """``adam`` (per-block bias correction, the learner's betas and eps), ``sgd`` (plain,
+    with ``momentum``), or ``rmsprop`` (A3C's shared RMSProp: ``alpha``, ``rmsprop_eps``)."""
+    learning_rate: float = 0.0
+    """Step size; 0 takes the learner's ``learning_rate``."""
+    momentum: float = 0.0
+    """SGD momentum (0: plain SGD)."""
+    alpha: float = 0.99
+    """RMSProp's squared-gradient decay (A3C, Mnih et al. 2016: 0.99)."""
+    rmsprop_eps: float = 0.1
+    """RMSProp's denominator epsilon (A3C's shared RMSProp: 0.1)."""
+
+    def __post_init__(self) -> None:
+        checks = [
+            (self.aggregate in PS_AGGREGATES, f"ps.aggregate must be one of {PS_AGGREGATES}"),
+            (self.optimizer in PS_OPTIMIZERS, f"ps.optimizer must be one of {PS_OPTIMIZERS}"),
+            (self.learning_rate >= 0, "ps.learning_rate must be >= 0"),
+            (0.0 <= self.momentum < 1.0, "ps.momentum must be in [0, 1)"),
+            (0.0 <= self.alpha < 1.0, "ps.alpha must be in [0, 1)"),
+            (self.rmsprop_eps > 0, "ps.rmsprop_eps must be > 0"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(message)
 
 
 class ParameterServer:

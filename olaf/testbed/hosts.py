@@ -49,6 +49,7 @@ import numpy as np
 import torch
 
 from olaf.algorithm import flat_parameters
+from olaf.drl.checkpoint import config_from_dict
 from olaf.drl.config import RunConfig
 from olaf.drl.controller import RecentRewards
 from olaf.drl.core import PsApply, RecentDelivery
@@ -137,25 +138,9 @@ def _recv_all(sock: socket.socket) -> list[bytes]:
             return out
 
 
-def _rebuild(default: Any, spec: dict[str, Any]) -> Any:
-    """A config dataclass like ``default`` from its ``asdict`` JSON: nested configs become
-    dataclasses again and lists become tuples where the default holds a tuple."""
-    values = {}
-    for f in dataclasses.fields(default):
-        if f.name not in spec:
-            continue
-        current, value = getattr(default, f.name), spec[f.name]
-        if dataclasses.is_dataclass(current) and isinstance(value, dict):
-            value = _rebuild(current, value)
-        elif isinstance(current, tuple) and isinstance(value, list):
-            value = tuple(value)
-        values[f.name] = value
-    return type(default)(**values)
-
-
 def load_config(path: str) -> RunConfig:
     """The ``RunConfig`` that ``config_json`` wrote."""
-    return _rebuild(RunConfig(), json.loads(Path(path).read_text()))
+    return config_from_dict(RunConfig, json.loads(Path(path).read_text()))
 
 
 def config_json(cfg: Any) -> str:
