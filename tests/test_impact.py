@@ -154,6 +154,44 @@ def test_local_epochs_send_the_delta_to_improved_weights_and_act_with_the_ps_s()
         worker.close()
 
 
+@pytest.mark.parametrize("trust_region", ["refreshed", "behaviour"])
+def test_local_epochs_anchor_the_clip_at_the_refreshed_weights_and_weigh_by_rho(
+        trust_region: str) -> None:
+    # A rollout acted by an older policy mu that gave every taken action a third of the
+    # probability theta gives it: pi_theta / mu = 3 everywhere.
+    import dataclasses
+
+    from olaf.drl.impact import Impact
+
+    cfg = ImpactConfig(envs_per_worker=4, rollout_steps=32, epochs=2, minibatches=2,
+                       trust_region=trust_region)
+    worker = ImpactWorker("CartPole-v1", 0, cfg, seed=0)
+    try:
+        fresh = worker.experience.collect(worker.model).batch
+        aged = dataclasses.replace(fresh, behaviour_log_probs=(
+            fresh.behaviour_log_probs - np.float32(np.log(3.0))))
+
+        def delta(batch) -> np.ndarray:
+            algo = Impact(cfg)  # a fresh local Adam each time
+            torch.manual_seed(1)  # the same minibatch order
+            out = algo.local_update(worker.model, batch)
+            assert out is not None
+            return out[0]
+
+        on_policy, off_policy = delta(fresh), delta(aged)
+    finally:
+        worker.close()
+    assert np.linalg.norm(on_policy) > 0
+    if trust_region == "refreshed":
+        # The ratio starts at 1 against theta, and min(rho_bar = 1, 3) = 1: the rollout's
+        # age changes neither the clip nor the weights.
+        np.testing.assert_allclose(off_policy, on_policy, rtol=1e-5, atol=1e-7)
+    else:
+        # Against mu the ratio starts at 3, outside 1 +- clip: positive advantages are
+        # clipped to no gradient, so the move differs.
+        assert np.linalg.norm(off_policy - on_policy) > 0.1 * np.linalg.norm(on_policy)
+
+
 def test_worker_refreshes_weights_before_the_loss_and_stamps_their_version() -> None:
     cfg = ImpactConfig(envs_per_worker=3, rollout_steps=8)
     worker = ImpactWorker("CartPole-v1", 0, cfg, seed=0)

@@ -27,7 +27,9 @@ with Adam (olaf.drl.server). One gradient is made in three steps:
 4. **Local epochs** (``epochs > 1``, off by default): instead of one gradient, the worker
    runs PPO's update on its rollout with an Adam of its own: V-trace targets and
    advantages once at theta, then ``epochs`` passes of ``minibatches`` shuffled
-   minibatches of the same surrogate, each clipped per network; it sends the parameter
+   minibatches of the surrogate, each clipped per network (the ratio against mu, or with
+   ``trust_region=refreshed`` against theta, IMPACT's target network, each term weighted
+   by ``min(rho_bar, pi_theta / mu)``). It sends the parameter
    delta ``theta - theta'`` and returns to theta (the PS's weights) to act. A parameter
    server with ``ps.optimizer=sgd``, ``ps.learning_rate=1`` applies it as it is; merged
    deltas are averaged (``ps.aggregate=mean``). More optimizer steps per env step: the
@@ -70,6 +72,9 @@ from olaf.drl.model import ActorCritic
 
 __all__ = ["Impact", "ImpactWorker", "Rollout", "VectorActor", "clip_grad_norms",
            "clipped_surrogate", "impact_loss", "vtrace"]
+
+TRUST_REGIONS = ("refreshed", "behaviour")
+
 
 @dataclass(frozen=True)
 class ImpactConfig:
@@ -134,6 +139,14 @@ class ImpactConfig:
     """Minibatches per local epoch (with ``epochs > 1``)."""
     local_learning_rate: float = 3e-4
     """The worker's own Adam step size for the local epochs (rl-baselines3-zoo PPO: 3e-4)."""
+    trust_region: str = "behaviour"
+    """Local epochs: what the clipped ratio is taken against. ``behaviour``: mu, the policy
+    that acted, as synchronous PPO does (while a worker collects, the other workers' deltas
+    move the weights, so the ratio starts away from 1 and the clip brakes each worker's move
+    toward its own old policy); ``refreshed``: the PS weights the worker refreshed to before
+    its epochs (IMPACT's target network), each step's term weighted by the truncated
+    ``min(rho_bar, pi_refreshed / mu)``, so that the clip bounds only this worker's own move
+    (docs/results.md: learns faster at first, less stably at ps.learning_rate 1)."""
 
     def __post_init__(self) -> None:
         checks = [
@@ -143,6 +156,7 @@ class ImpactConfig:
             (self.reward_scale > 0, "reward_scale must be > 0"),
             (self.epochs >= 1 and self.minibatches >= 1, "epochs and minibatches must be >= 1"),
             (self.local_learning_rate > 0, "local_learning_rate must be > 0"),
+            (self.trust_region in TRUST_REGIONS, f"trust_region must be one of {TRUST_REGIONS}"),
             (0.0 < self.gamma <= 1.0, "gamma must be in (0, 1]"),
             (0.0 <= self.vtrace_lambda <= 1.0, "vtrace_lambda must be in [0, 1]"),
             (self.rho_bar > 0 and self.c_bar > 0, "rho_bar and c_bar must be > 0"),
@@ -213,9 +227,9 @@ def clipped_surrogate(log_probs: torch.Tensor, behaviour_log_probs: torch.Tensor
 
 
 def vtrace_targets(model: ActorCritic, rollout: Rollout,
-                   cfg: ImpactConfig) -> tuple[torch.Tensor, torch.Tensor]:
-    """V-trace's value targets ``v_s`` and advantages (T, N) of ``rollout`` at ``model``'s
-    weights (no gradient flows through them)."""
+                   cfg: ImpactConfig) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """V-trace's value targets ``v_s``, advantages and the log-probabilities of the actions
+    taken (all T, N) of ``rollout`` at ``model``'s weights (no gradient flows through them)."""
     with torch.no_grad():
         actor_out, values = model(torch.from_numpy(rollout.obs))
         log_probs = model.distribution(actor_out).log_prob(torch.from_numpy(rollout.actions))
@@ -227,19 +241,24 @@ def vtrace_targets(model: ActorCritic, rollout: Rollout,
     done = torch.from_numpy(rollout.terminated | rollout.truncated)
     discounts = cfg.gamma * (~done).float()
     behaviour = torch.from_numpy(rollout.behaviour_log_probs)
-    return vtrace(log_probs.detach() - behaviour, discounts, rewards, values.detach(),
-                  bootstrap, rho_bar=cfg.rho_bar, c_bar=cfg.c_bar, lam=cfg.vtrace_lambda)
+    vs, advantages = vtrace(log_probs - behaviour, discounts, rewards, values.detach(),
+                            bootstrap, rho_bar=cfg.rho_bar, c_bar=cfg.c_bar, lam=cfg.vtrace_lambda)
+    return vs, advantages, log_probs
 
 
 def surrogate_loss(model: ActorCritic, obs: torch.Tensor, actions: torch.Tensor,
                    behaviour: torch.Tensor, adv: torch.Tensor, vs: torch.Tensor,
-                   cfg: ImpactConfig) -> tuple[torch.Tensor, dict[str, float]]:
-    """Clipped surrogate + critic error to ``vs`` - entropy bonus on these steps."""
+                   cfg: ImpactConfig,
+                   weights: torch.Tensor | None = None) -> tuple[torch.Tensor, dict[str, float]]:
+    """Clipped surrogate (ratio to ``behaviour``'s log-probabilities, each step's term times
+    its importance weight in ``weights`` if given) + critic error to ``vs`` - entropy bonus."""
     actor_out, values = model(obs)
     dist = model.distribution(actor_out)
     log_probs = dist.log_prob(actions)
     if cfg.normalize_advantages and adv.numel() > 1:
         adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+    if weights is not None:
+        adv = weights * adv
     policy_loss = clipped_surrogate(log_probs, behaviour, adv, cfg.clip)
     value_loss = (vs - values).pow(2).mean()
     entropy = dist.entropy().mean()
@@ -259,7 +278,7 @@ def surrogate_loss(model: ActorCritic, obs: torch.Tensor, actions: torch.Tensor,
 def impact_loss(model: ActorCritic, rollout: Rollout,
                 cfg: ImpactConfig) -> tuple[torch.Tensor, dict[str, float], np.ndarray]:
     """The loss at ``model``'s weights (theta), its statistics and the advantages (T, N)."""
-    vs, advantages = vtrace_targets(model, rollout, cfg)
+    vs, advantages, _ = vtrace_targets(model, rollout, cfg)
     loss, stats = surrogate_loss(model, torch.from_numpy(rollout.obs),
                                  torch.from_numpy(rollout.actions),
                                  torch.from_numpy(rollout.behaviour_log_probs), advantages, vs, cfg)
@@ -329,12 +348,17 @@ class Impact(Algorithm):
         before = flat_parameters(model)
         obs = torch.from_numpy(batch.obs)
         actions = torch.from_numpy(batch.actions)
-        vs, advantages = vtrace_targets(model, batch, cfg)
+        vs, advantages, refreshed = vtrace_targets(model, batch, cfg)
         batch.advantages = advantages.numpy()
         steps = advantages.numel()
+        behaviour = torch.from_numpy(batch.behaviour_log_probs)
+        if cfg.trust_region == "refreshed":
+            anchor, weights = refreshed, (refreshed - behaviour).exp().clamp(max=cfg.rho_bar)
+        else:
+            anchor, weights = behaviour, torch.ones_like(behaviour)
         flat = {"obs": obs.reshape(steps, *obs.shape[2:]),
                 "actions": actions.reshape(steps, *actions.shape[2:]),
-                "behaviour": torch.from_numpy(batch.behaviour_log_probs).reshape(steps),
+                "anchor": anchor.reshape(steps), "weights": weights.reshape(steps),
                 "adv": advantages.reshape(steps), "vs": vs.reshape(steps)}
         size = max(1, steps // cfg.minibatches)
         stats: dict[str, float] = {}
@@ -343,7 +367,8 @@ class Impact(Algorithm):
             for lo in range(0, steps - size + 1, size):
                 mb = order[lo:lo + size]
                 loss, stats = surrogate_loss(model, flat["obs"][mb], flat["actions"][mb],
-                                             flat["behaviour"][mb], flat["adv"][mb], flat["vs"][mb], cfg)
+                                             flat["anchor"][mb], flat["adv"][mb], flat["vs"][mb],
+                                             cfg, flat["weights"][mb])
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 actor, critic = clip_grad_norms(model, cfg.actor_max_grad_norm, cfg.critic_max_grad_norm)
