@@ -25,9 +25,20 @@ from __future__ import annotations
 
 import argparse
 import math
+import resource
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from olaf.drl.cli_args import (
+    add_run_arguments,
+    check_env,
+    config_from_args,
+    resolve_target,
+    usage_error,
+)
 from olaf.drl.stats import STALENESS_COLUMNS, mean_std, plus_minus, staleness_cells
 
 HELP = ("ablation: fifo, olaf queue with workers always sending, olaf, olaf + staleness-aware "
@@ -53,9 +64,6 @@ COLORS = {"fifo": "tab:orange", "olaf-always": "tab:olive", "olaf": "tab:blue",
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    # Heavy (scapy, torch, grpc): imported when the command runs, so olaf --help stays fast.
-    from olaf.drl.cli_args import add_run_arguments
-
     add_run_arguments(parser, duration=DEFAULT_DURATION, total_steps=DEFAULT_TOTAL_STEPS)
     parser.add_argument("--seeds", type=int, default=3, help="seeds per variant (default 3)")
     parser.add_argument("--first-seed", type=int, default=0, help="first seed (default 0)")
@@ -82,8 +90,6 @@ def worker_seconds_at(timeline: list[tuple[float, int]], t: float) -> float:
 
 def _children_cpu_s() -> float:
     """User + system CPU seconds of every child process waited for so far."""
-    import resource
-
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
 
@@ -142,13 +148,15 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
 
 def write_plot(results: dict[str, list[Any]], path: Path, target: float | None) -> Path:
     """Rolling mean return vs wall time and vs worker-seconds, one line per run."""
+    # matplotlib: imported when the plot is drawn, so `olaf --help` stays fast; the Agg
+    # backend is chosen before pyplot is imported.
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import numpy as np
 
-    # Heavy (scapy, torch, grpc): imported when the command runs, so olaf --help stays fast.
+    # olaf.drl.results: ~5 ms of imports that every `olaf ...` would pay (cli.py builds every
+    # subcommand's parser), so imported when the command runs.
     from olaf.drl.results import rolling_returns
 
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.5))
@@ -182,11 +190,6 @@ def write_plot(results: dict[str, list[Any]], path: Path, target: float | None) 
 def variant_config(args: argparse.Namespace, variant: str, *, seed: int,
                    target: float | None) -> Any:
     """The RunConfig of one variant (the flags, with the variant's mode and policies)."""
-    from dataclasses import replace
-
-    # Heavy (scapy, torch, grpc): imported when the command runs, so olaf --help stays fast.
-    from olaf.drl.cli_args import config_from_args
-
     mode, aggregation, scaling, always_send = VARIANTS[variant]
     base = config_from_args(args, mode=mode, seed=seed, target=target, stop_at_target=False,
                             always_send=always_send and mode == "olaf")
@@ -194,11 +197,11 @@ def variant_config(args: argparse.Namespace, variant: str, *, seed: int,
 
 
 def run(args: argparse.Namespace) -> int:
+    # rich, torch and gymnasium (olaf.drl.local), rich (olaf.drl.display), and ~10 ms of
+    # olaf.drl.report: imported when the command runs, so `olaf --help` stays fast.
     from rich.console import Console
     from rich.table import Table
 
-    # Heavy (scapy, torch, grpc): imported when the command runs, so olaf --help stays fast.
-    from olaf.drl.cli_args import check_env, resolve_target, usage_error
     from olaf.drl.display import Progress
     from olaf.drl.local import run_experiment
     from olaf.drl.report import write_json, write_metrics

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
+import logging
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from bmv2_topologies.topology import load as load_testbed_topology
+from control_plane.device_config import bmv2_device_config, tofino_device_config
 from olaf.argtypes import ranged
 
 HELP = "control an OLAF switch over P4Runtime (software switch, bmv2 simple_switch_grpc, Tofino)"
@@ -58,8 +61,6 @@ def _finite(lo: float, positive: bool = False) -> type:
 
 
 def _prefix(text: str) -> str:
-    import ipaddress
-
     try:
         ipaddress.IPv4Network(text)
     except ValueError as e:
@@ -92,7 +93,8 @@ def _route(text: str) -> tuple[str, int, str | None]:
 
 def _prefixes(text: str) -> list[str]:
     """``PREFIX[,PREFIX...]`` (host bits zero); empty: none."""
-    # Heavy (scapy, torch, grpc): imported when the command runs, so olaf --help stays fast.
+    # dataplane.acl: ~3 ms of imports that every `olaf ...` would pay (cli.py builds every
+    # subcommand's parser), so imported when an argument is parsed.
     from dataplane.acl import parse_prefix
 
     try:
@@ -195,6 +197,7 @@ def _topology_args(p: argparse.ArgumentParser) -> None:
 
 
 def _print_table(title: str, columns: list[str], rows: list[list[Any]]) -> None:
+    # rich: imported when a table is printed, so `olaf --help` stays fast.
     from rich.console import Console
     from rich.table import Table
 
@@ -207,9 +210,7 @@ def _print_table(title: str, columns: list[str], rows: list[list[Any]]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import logging
-
-    # Heavy (scapy, torch, grpc): imported when the command runs, so olaf --help stays fast.
+    # grpc and p4runtime: imported when the command runs, so `olaf --help` stays fast.
     from control_plane.controller import Controller, ControllerError
 
     # p4runtime-shell logs a broken stream at CRITICAL on the root logger; the CLI reports
@@ -235,7 +236,7 @@ def run(args: argparse.Namespace) -> int:
     election_id = args.election_id or ((0, 1) if writes else None)
     tls = None
     if args.tls_ca or args.tls_cert or args.tls_key:
-        # Heavy (scapy, torch, grpc): imported when the command runs, so olaf --help stays fast.
+        # grpc: imported when the command runs, so `olaf --help` stays fast.
         from control_plane.tls import ClientTls, TlsError
 
         tls = ClientTls(args.tls_ca, args.tls_cert, args.tls_key)
@@ -270,7 +271,7 @@ def run(args: argparse.Namespace) -> int:
 def _load_topology(path: str, switch: str | None) -> Any:
     """A control_plane ``Topology``: from its own JSON format, or derived from a p4lang/tutorials
     style topology (``hosts``/``switches``/``links``, as in ``bmv2_topologies/``)."""
-    # Heavy (scapy, torch, grpc): imported when the command runs, so olaf --help stays fast.
+    # grpc and p4runtime: imported when the command runs, so `olaf --help` stays fast.
     from control_plane.controller import Topology
 
     try:
@@ -299,9 +300,6 @@ def _emit(args: argparse.Namespace, doc: dict[str, Any], tables: list[tuple[str,
 
 
 def _push(c: Any, args: argparse.Namespace, topology: Any) -> int:
-    # Heavy (scapy, torch, grpc): imported when the command runs, so olaf --help stays fast.
-    from control_plane.device_config import bmv2_device_config, tofino_device_config
-
     if args.bmv2_json:
         device_config = bmv2_device_config(args.bmv2_json)
     elif args.tofino_bin:
@@ -375,7 +373,7 @@ def _counters(c: Any, args: argparse.Namespace, *_: Any) -> int:
 
 
 def _registers(c: Any, args: argparse.Namespace, *_: Any) -> int:
-    # Heavy (scapy, torch, grpc): imported when the command runs, so olaf --help stays fast.
+    # grpc and p4runtime: imported when the command runs, so `olaf --help` stays fast.
     from control_plane.readings import QUEUE_REGISTERS
 
     names = args.names or list(QUEUE_REGISTERS)

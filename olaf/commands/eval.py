@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -37,15 +39,13 @@ def record_episode(policy: Any, env_id: str, seed: int) -> tuple[list[Any], floa
     ``render_mode="rgb_array"`` and wrapped to keep every frame, so the actions are chosen
     exactly as in every evaluation of the run.
     """
-    import os
-    import uuid
-
+    # gymnasium and torch (olaf.drl.evaluation): imported when the command runs, so
+    # `olaf --help` stays fast.
     import gymnasium as gym
 
     # Frames are drawn off-screen: SDL needs no display (and stops asking for one).
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
 
-    # Heavy (scapy, torch, grpc): imported when the command runs, so olaf --help stays fast.
     from olaf.drl.evaluation import evaluate_greedy
 
     frames: list[Any] = []
@@ -74,6 +74,7 @@ def record_episode(policy: Any, env_id: str, seed: int) -> tuple[list[Any], floa
 
 
 def write_gif(frames: list[Any], path: Path, fps: float) -> None:
+    # Pillow (~20 ms of imports): only for --gif, so `olaf --help` stays fast.
     from PIL import Image
 
     images = [Image.fromarray(f) for f in frames]
@@ -82,7 +83,8 @@ def write_gif(frames: list[Any], path: Path, fps: float) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    # Heavy (scapy, torch, grpc): imported when the command runs, so olaf --help stays fast.
+    # olaf.drl.checkpoint (zipfile, olaf.drl.results): ~10 ms of imports that every `olaf ...`
+    # would pay (cli.py builds every subcommand's parser), so imported when the command runs.
     from olaf.drl.checkpoint import CheckpointError, load
 
     def fail(message: str) -> int:
@@ -96,9 +98,10 @@ def run(args: argparse.Namespace) -> int:
     except CheckpointError as exc:
         return fail(str(exc))
 
+    # torch and gymnasium: imported once the checkpoint is read, so `olaf --help` and a bad
+    # CHECKPOINT stay fast.
     import torch
 
-    # Heavy (scapy, torch, grpc): imported when the command runs, so olaf --help stays fast.
     from olaf.algorithm import initial_model, load_flat_parameters
     from olaf.drl.evaluation import EVAL_SEED_OFFSET, evaluate_greedy
     from olaf.drl.learners import make_algorithm

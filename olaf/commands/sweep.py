@@ -42,10 +42,19 @@ import csv
 import dataclasses
 import itertools
 import math
+import time
 import tomllib
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+import numpy as np
+
+# By module: runner and link_figures are looked up when used (tests wrap runner).
+import olaf.commands.run as run_command
+from olaf.drl.bottleneck import buffer_for, egress_for, offered_rate
+from olaf.drl.cli_args import usage_error
+from olaf.drl.config import RunConfig, run_defaults
 
 HELP = "a grid of runs over D, rho, workers, clusters and modes: resumable CSV and heatmaps"
 
@@ -95,8 +104,6 @@ class Sweep:
 
 def load(path: Path, out: Path | None) -> Sweep:
     """Parse and check a sweep file; ValueError with one line on anything wrong."""
-    from olaf.drl.config import RunConfig
-
     try:
         doc = tomllib.loads(path.read_text())
     except (OSError, tomllib.TOMLDecodeError) as exc:
@@ -169,8 +176,8 @@ def _text(value: Any) -> str:
 
 def config_of(sweep: Sweep, cell: dict[str, Any], blocks: int) -> Any:
     """The RunConfig of one cell (``blocks``: blocks per gradient of the run's model)."""
-    from olaf.drl.bottleneck import buffer_for, egress_for, offered_rate
-    from olaf.drl.config import RunConfig, run_defaults
+    # torch and gymnasium (olaf.drl.evaluation): imported when a cell is made, so
+    # `olaf --help` stays fast.
     from olaf.drl.evaluation import default_target
 
     switch_mode, always, aggregation = MODES[cell["mode"]]
@@ -192,6 +199,8 @@ def config_of(sweep: Sweep, cell: dict[str, Any], blocks: int) -> Any:
 def nominal_turn_s(cfg: Any) -> float:
     """A worker's turn in the virtual clock's time model at factor 1: its rollout's env
     steps times ``step_time_us`` plus ``compute_time_us``."""
+    # torch and gymnasium (the learners): imported when a cell is made, so `olaf --help`
+    # stays fast.
     from olaf.drl.learners import algo_config
 
     learner = algo_config(cfg)
@@ -304,6 +313,8 @@ def mean_of(rows: list[dict[str, str]], mode: str, metric: str) -> dict[tuple, f
 def write_heatmaps(rows: list[dict[str, str]], out: Path) -> list[Path]:
     """One PNG per (workers, clusters, baseline mode): ratio in time and in env steps to
     target (95 % intervals in each cell), then staleness and AoM of baseline and OLAF."""
+    # matplotlib: imported when the heatmaps are drawn, so `olaf --help` stays fast; the Agg
+    # backend is chosen before pyplot is imported.
     import matplotlib
 
     matplotlib.use("Agg")
@@ -352,8 +363,6 @@ def write_heatmaps(rows: list[dict[str, str]], out: Path) -> list[Path]:
 
 def _draw(ax: Any, grid: list[list[float]], labels: list[list[str]], sizes: list[str],
           rates: list[str], size_name: str, rate_name: str, *, cmap: str, centred: bool) -> None:
-    import numpy as np
-
     data = np.array(grid, float)
     finite = data[np.isfinite(data)]
     if centred:
@@ -375,8 +384,7 @@ def _draw(ax: Any, grid: list[list[float]], labels: list[list[str]], sizes: list
 
 # -- the command --------------------------------------------------------------------------------
 def run(args: argparse.Namespace) -> int:
-    import time
-
+    # rich: imported when the command runs, so `olaf --help` stays fast.
     from rich.console import Console
     from rich.progress import (
         BarColumn,
@@ -386,10 +394,6 @@ def run(args: argparse.Namespace) -> int:
         TimeElapsedColumn,
         TimeRemainingColumn,
     )
-
-    from olaf.commands.run import link_figures, runner
-    from olaf.drl.cli_args import usage_error
-    from olaf.drl.config import RunConfig
 
     try:
         sweep = load(args.file, args.out)
@@ -412,7 +416,7 @@ def run(args: argparse.Namespace) -> int:
             probe = RunConfig(**{k: v for k, v in sweep.base.items()})
         except (TypeError, ValueError) as exc:
             usage_error(f"olaf sweep: error: [run]: {exc}")
-        blocks = link_figures(probe).blocks_per_gradient
+        blocks = run_command.link_figures(probe).blocks_per_gradient
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                    TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
         with Progress(*columns, console=console) as bar:
@@ -425,7 +429,7 @@ def run(args: argparse.Namespace) -> int:
                 except (TypeError, ValueError) as exc:
                     usage_error(f"olaf sweep: error: cell {key_of(cell)}: {exc}")
                 began = time.perf_counter()
-                result = runner(cfg)(cfg)
+                result = run_command.runner(cfg)(cfg)
                 append_row(csv_path, row_of(cell, result.summary(), time.perf_counter() - began))
                 bar.advance(task)
     paths = write_heatmaps(read_rows(csv_path), sweep.out)

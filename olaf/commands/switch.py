@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import ipaddress
+import socket
 import sys
-from typing import TYPE_CHECKING
+from pathlib import Path
 
+from dataplane.forwarding import ForwardingTable
 from dataplane.impairment import Impairment, parse_port_values
 from olaf.argtypes import ranged
 from olaf.shutdown import stop_on_signals
-
-if TYPE_CHECKING:
-    from dataplane.impairment import Impairment
+from worker_transport.fixedpoint import to_fixed
+from worker_transport.protocol import INT32_MAX, Mode
 
 HELP = "run the software OLAF switch (the reference OlafQueue) on UDP or on interfaces"
 
@@ -47,7 +49,8 @@ def _port_iface(text: str) -> tuple[int, str]:
 
 
 def _source_prefix(text: str):  # noqa: ANN202 - ipaddress.IPv4Network, imported lazily
-    # Heavy (scapy, torch, grpc): imported when the command runs, so olaf --help stays fast.
+    # dataplane.acl: ~3 ms of imports that every `olaf ...` would pay (cli.py builds every
+    # subcommand's parser), so imported when an argument is parsed.
     from dataplane.acl import parse_prefix
 
     try:
@@ -57,7 +60,7 @@ def _source_prefix(text: str):  # noqa: ANN202 - ipaddress.IPv4Network, imported
 
 
 def _cluster_source(text: str):  # noqa: ANN202 - (cluster, ipaddress.IPv4Network)
-    # Heavy (scapy, torch, grpc): imported when the command runs, so olaf --help stays fast.
+    # dataplane.acl: as in _source_prefix.
     from dataplane.acl import parse_cluster_source
 
     try:
@@ -138,11 +141,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _problem(args: argparse.Namespace) -> str | None:
     """The first thing wrong with the arguments, checked before anything is opened; None when all is well."""
-    import socket
-
-    # Heavy (scapy, torch, grpc): imported when the command runs, so olaf --help stays fast.
-    from worker_transport.protocol import INT32_MAX
-
     if bool(args.listen) == bool(args.interfaces):
         return "give either --listen HOST:PORT or one or more -i PORT@IFACE"
     if args.listen and (args.forwarding or args.route):
@@ -195,8 +193,6 @@ def _check_ports(impairment: Impairment, ports: set[int], udp: bool) -> str | No
 
 
 def _make_pcap_dir(path: str) -> str | None:
-    from pathlib import Path
-
     directory = Path(path)
     if directory.exists() and not directory.is_dir():
         return f"--pcap {path}: exists and is not a directory"
@@ -210,16 +206,11 @@ def _make_pcap_dir(path: str) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    # Heavy (scapy, torch, grpc): imported when the command runs, so olaf --help stays fast.
+    # The switch, its queue, codec and ACL: ~25 ms of imports that every `olaf ...` would pay
+    # (cli.py builds every subcommand's parser), so imported when the command runs.
     from dataplane.acl import SourceAcl
     from dataplane.queue import OlafQueue, QueueConfig
     from dataplane.switch import StatsLine, UdpSwitch
-    from worker_transport.fixedpoint import to_fixed
-
-    # Heavy (scapy, torch, grpc): imported when the command runs, so olaf --help stays fast.
-    from worker_transport.protocol import INT32_MAX, Mode
 
     def fail(message: str) -> int:
         print(f"olaf switch: error: {message}", file=sys.stderr)
@@ -251,7 +242,7 @@ def run(args: argparse.Namespace) -> int:
     problem = _check_ports(impairment, ports, bool(args.listen))
     credentials = None
     if problem is None and args.tls_cert:
-        # Heavy (scapy, torch, grpc): imported when the command runs, so olaf --help stays fast.
+        # grpc: imported when the command runs, so `olaf --help` stays fast.
         from control_plane.tls import TlsError, server_credentials
 
         try:
@@ -276,9 +267,8 @@ def run(args: argparse.Namespace) -> int:
             return fail(f"--listen {args.listen[0]}:{args.listen[1]}: cannot listen there: {e.strerror}")
         where = f"udp {switch.address[0]}:{switch.address[1]}"
     else:
-        # Heavy (scapy, torch, grpc): imported when the command runs, so olaf --help stays fast.
+        # dataplane.ethernet: interface mode only (and the cost of dataplane.switch above).
         from dataplane.ethernet import EthernetSwitch
-        from dataplane.forwarding import ForwardingTable
 
         try:
             table = ForwardingTable.from_sources(args.forwarding, args.route)
@@ -291,7 +281,7 @@ def run(args: argparse.Namespace) -> int:
     stop = stop_on_signals()
     p4runtime = None
     if args.p4runtime:
-        # Heavy (scapy, torch, grpc): imported when the command runs, so olaf --help stays fast.
+        # grpc and p4runtime: imported when the command runs, so `olaf --help` stays fast.
         from control_plane.service import P4RuntimeServer
 
         try:
@@ -320,8 +310,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _is_loopback(host: str) -> bool:
-    import ipaddress
-
     try:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:

@@ -12,10 +12,12 @@ from types import SimpleNamespace
 from typing import Any
 
 from bmv2_topologies import bmv2
+from bmv2_topologies.experiment import run_synthetic
 from bmv2_topologies.mininet_api import MininetMissing, missing_requirements
 from bmv2_topologies.shaping import LinkShape, ShapingError
 from bmv2_topologies.testbed import Testbed, TestbedError
 from bmv2_topologies.topology import TopologyError, load, shipped_names
+from olaf.drl.config import RunConfig
 
 HELP = "run the DRL experiment (or synthetic traffic) on a Mininet topology (needs root)"
 
@@ -161,9 +163,9 @@ def run(args: argparse.Namespace) -> int:
         except ShapingError as e:
             return fail(f"--ps-link-rate/--ps-link-limit: {e}")
     try:
-        # Heavy (scapy, torch, grpc): imported when the command runs, so olaf --help stays fast.
+        # torch and gymnasium (the learners, the evaluation): imported when the command runs,
+        # so `olaf --help` stays fast.
         from olaf.drl.a2c import A2CConfig
-        from olaf.drl.config import RunConfig
         from olaf.drl.evaluation import default_target
         from olaf.drl.impact import ImpactConfig
 
@@ -183,8 +185,8 @@ def run(args: argparse.Namespace) -> int:
     reason = missing_requirements()
     if reason:
         return fail(reason)
-    # Heavy (scapy, torch, grpc): imported when the command runs, so olaf --help stays fast.
-    from bmv2_topologies.experiment import run_synthetic
+    # torch and gymnasium (the DRL job): imported when the command runs, so `olaf --help`
+    # stays fast.
     from olaf.testbed.drl import run_drl, write_report
 
     out = args.out or Path("runs") / time.strftime(f"testbed-{topo.name}-{args.switch}-%Y%m%d-%H%M%S")

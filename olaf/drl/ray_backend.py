@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import logging
 import sys
 import time
@@ -43,8 +44,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+
+from control_plane.threshold import ThresholdLoop
+from olaf.drl.cli_args import check_env, config_from_args, resolve_target, usage_error
 from olaf.drl.config import RunConfig
 from olaf.drl.core import Status, TrainingLoop, finish_returns, real_clock
+from olaf.drl.display import Progress, summary_table
 from olaf.drl.ray_actors import (
     READY_TIMEOUT,
     EvaluatorHost,
@@ -52,7 +58,9 @@ from olaf.drl.ray_actors import (
     SwitchHost,
     WorkerHost,
 )
+from olaf.drl.report import write_metrics, write_plots
 from olaf.drl.results import RunResult
+from olaf.drl.tensorboard import TensorBoardLog
 from worker_transport.protocol import OLAF_PORT
 
 PS_CPUS = 0.5
@@ -97,6 +105,7 @@ class RayOptions:
 def import_ray() -> Any:
     """The ``ray`` module, or RayBackendError saying how to get it."""
     try:
+        # ray: an optional extra (pip install -e '.[ray]'), imported only when this backend runs.
         import ray
     except ImportError as exc:
         raise RayBackendError(f"--backend ray needs Ray, which is not importable ({exc}); "
@@ -169,8 +178,6 @@ def run_on_ray(cfg: RunConfig, options: RayOptions,
     actors = _Actors()
     tb = None
     if tensorboard is not None:
-        from olaf.drl.tensorboard import TensorBoardLog  # optional: imports tensorboard
-
         tb = TensorBoardLog(tensorboard)
     try:
         _run(ray, cfg, options, result, actors, progress, tb)
@@ -223,8 +230,6 @@ def _run(ray: Any, cfg: RunConfig, options: RayOptions, result: RunResult, actor
     controller = None
     if actors.switch is not None:
         # A switch given by address keeps its own threshold (set it over P4Runtime).
-        from control_plane.threshold import ThresholdLoop
-
         switch = actors.switch
         controller = ThresholdLoop(
             lambda th: ray.get(switch.set_threshold.remote(th), timeout=CALL_TIMEOUT),
@@ -373,12 +378,6 @@ class RayActors:
 # -- ``olaf run --backend ray`` ------------------------------------------------------------------
 def run_command(args: argparse.Namespace) -> int:
     """``olaf run`` when ``--backend ray`` (or one of its options) is given; exit code."""
-    from rich.console import Console
-
-    from olaf.drl.cli_args import check_env, config_from_args, resolve_target, usage_error
-    from olaf.drl.display import Progress, summary_table
-    from olaf.drl.report import write_metrics, write_plots
-
     if args.backend != "ray":
         usage_error("olaf run: error: --address, --switch and --switch-port are options of "
                     "--backend ray")
@@ -423,8 +422,6 @@ def run_command(args: argparse.Namespace) -> int:
 
 def _write_placement(result: Any, out: Path) -> None:
     """Which node each actor ran on, and the switch address: the run's Ray-specific facts."""
-    import json
-
     out.mkdir(parents=True, exist_ok=True)
     (out / "placement.json").write_text(json.dumps({
         "switch_address": list(result.switch_address),
