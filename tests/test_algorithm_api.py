@@ -26,10 +26,10 @@ from olaf.algorithm import (
     load_flat_parameters,
 )
 from olaf.drl.config import RunConfig
-from olaf.drl.evaluation import evaluate_greedy, greedy_actions
+from olaf.drl.evaluation import Evaluator, can_sample, evaluate_greedy, evaluate_policy, greedy_actions
 from olaf.drl.impact import Impact, ImpactConfig, impact_loss
 from olaf.drl.inproc import train_in_process
-from olaf.drl.learners import algo_config
+from olaf.drl.learners import algo_config, run_model
 from olaf.drl.model import ActorCritic
 from tests.inproc_training import take_turn, train_round_robin
 
@@ -93,6 +93,61 @@ def test_greedy_actions_of_a_plain_network_follow_the_action_space() -> None:
     assert greedy_actions(net, obs, gym.spaces.Discrete(2)).tolist() == [0, 0, 0, 0]
     box = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
     np.testing.assert_array_equal(greedy_actions(net, obs, box), [[1.0, -0.5]] * 4)
+
+
+def _pole_velocity_policy(sharpness: float) -> ActorCritic:
+    """A CartPole policy that pushes toward the pole's angular velocity (returns ~200):
+    logits +-sharpness * tanh(tanh(theta_dot)), nearly deterministic when sharp."""
+    model = ActorCritic(4, 2, hidden=8)
+    with torch.no_grad():
+        for p in model.policy.parameters():
+            p.zero_()
+        model.policy[0].weight[0, 3] = 1.0
+        model.policy[2].weight[0, 0] = 1.0
+        model.policy[4].weight[:, 0] = torch.tensor([-sharpness, sharpness])
+    return model
+
+
+def test_stochastic_evaluation_of_a_nearly_deterministic_policy_is_the_greedy_one() -> None:
+    model = _pole_velocity_policy(1e8)
+    greedy = evaluate_policy(model, "CartPole-v1", 6, seed=5, greedy=True)
+    sampled = evaluate_policy(model, "CartPole-v1", 6, seed=5, greedy=False)
+    assert 100 < greedy.mean() < 500  # neither trivial nor capped: equality means something
+    np.testing.assert_array_equal(sampled, greedy)
+
+
+def test_stochastic_evaluation_of_a_fresh_policy_differs_from_greedy_and_repeats() -> None:
+    torch.set_num_threads(1)
+    cfg = RunConfig(eval_episodes=8, seed=3)
+    model = run_model(cfg)  # the evaluator's model of the run
+    weights = flat_parameters(model)
+    # A fresh policy is near uniform: its greedy action is one side (~10 steps), samples
+    # wander like random actions (~22), each sample drawn from the evaluation's seed.
+    greedy = evaluate_policy(model, cfg.env_id, 8, seed=11, greedy=True)
+    sampled = evaluate_policy(model, cfg.env_id, 8, seed=11, greedy=False)
+    assert sampled.mean() > greedy.mean() + 5
+    np.testing.assert_array_equal(evaluate_policy(model, cfg.env_id, 8, seed=11, greedy=False),
+                                  sampled)
+    assert not np.array_equal(evaluate_policy(model, cfg.env_id, 8, seed=12, greedy=False), sampled)
+    # Every evaluator plays the same n-th evaluation, both policies on the same env seeds.
+    first, second = Evaluator(cfg), Evaluator(cfg)
+    scores = [first.evaluate(weights), first.evaluate(weights)]
+    assert [second.evaluate(weights), second.evaluate(weights)] == scores
+    assert scores[0] != scores[1] and scores[0].stochastic_mean > scores[0].greedy_mean
+    # The final evaluation is of the configured policy.
+    stochastic = Evaluator(replace(cfg, eval_policy="stochastic"))
+    assert stochastic.final(weights) > Evaluator(cfg).final(weights) + 5
+
+
+def test_a_model_that_cannot_sample_has_no_stochastic_evaluation() -> None:
+    net = torch.nn.Linear(4, 2)  # greedy actions from its logits, no act(obs, generator)
+    assert not can_sample(net) and can_sample(ActorCritic(4, 2))
+    with pytest.raises(ValueError, match="cannot sample"):
+        evaluate_policy(net, "CartPole-v1", 2, seed=0, greedy=False)
+    cfg = RunConfig(algo="tests.test_algorithm_api:_NoBoxes", eval_episodes=2)
+    scores = Evaluator(cfg).evaluate(flat_parameters(net))
+    assert scores.greedy_mean > 0 and np.isnan(scores.stochastic_mean)
+    assert np.isnan(Evaluator(replace(cfg, eval_policy="stochastic")).final(flat_parameters(net)))
 
 
 def test_impact_worker_on_pendulum_makes_a_finite_gradient_that_reaches_the_log_std() -> None:
@@ -276,6 +331,8 @@ class _NoBoxes(Algorithm):
     (["--env", "FrozenLake-v1"], "FrozenLake-v1: needs a flat Box observation space"),
     (["--env", "Pendulum-v1", "--scaling", "boost"], "needs a built-in learner and a Discrete"),
     (["--algo", "tests.test_algorithm_api:_NoBoxes", "--env", "Pendulum-v1"], "only does Discrete"),
+    (["--algo", "tests.test_algorithm_api:_NoBoxes", "--eval-policy", "stochastic"],
+     "--eval-policy stochastic: tests.test_algorithm_api:_NoBoxes's model has no act"),
 ])
 def test_what_an_algorithm_cannot_do_is_a_one_line_error_before_anything_starts(
         flags: list[str], message: str, monkeypatch, capsys) -> None:

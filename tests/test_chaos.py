@@ -197,7 +197,8 @@ def test_the_check_names_every_broken_guarantee() -> None:
     state = {"params": rng.normal(size=50).astype(np.float32), "adam_m": np.zeros(50, np.float32),
              "adam_v": np.zeros(50, np.float32), "block_steps": np.arange(4), "model_version": 7,
              "blocks_applied": 30}
-    metrics = {"episodes": [(1.0, 100, 0, 20.0, 20)], "evaluations": [(2.0, 100, 9.5, 1.0, 7)],
+    metrics = {"episodes": [(1.0, 100, 0, 20.0, 20)],
+               "evaluations": [(2.0, 100, 9.5, 1.0, 7, 9.5, 1.0, 20.0, 4.0)],
                "data": [(0.5, 1, 2, 0, float("nan"))]}
     before = chaos.state_record(state, 100, 2, metrics)
     assert chaos.compare_records(before, chaos.state_record(state, 100, 2, metrics)) == []  # NaN too

@@ -87,6 +87,29 @@ def test_checkpoint_file_round_trip(tmp_path: Path) -> None:
         assert "meta" in z.files
 
 
+def test_evaluation_rows_of_both_policies_round_trip_and_older_ones_still_restore(
+        tmp_path: Path) -> None:
+    import math
+
+    from olaf.drl.results import RunResult
+
+    cfg = RunConfig(duration=math.inf, eval_policy="stochastic")  # olaf run --total-steps N
+    result = RunResult(cfg)
+    result.evaluations = [(2.0, 100, 20.0, 4.0, 7, 9.5, 1.0, 20.0, 4.0)]
+    ck.save(tmp_path, ck.Checkpoint(config=cfg, ps=_ps(0).state(), env_steps=100, elapsed=2.0,
+                                    metrics={"evaluations": np.asarray(result.evaluations)}))
+    got = ck.load(tmp_path)
+    assert got.config == cfg
+    resumed = RunResult(cfg)
+    ck.restore_metrics(resumed, got)
+    assert resumed.evaluations == result.evaluations
+    # A checkpoint written before both policies were evaluated: its rows were greedy ones.
+    old = replace(got, metrics={"evaluations": np.array([[2.0, 100, 9.5, 1.0, 7]])})
+    ck.restore_metrics(resumed, old)
+    (row,) = resumed.evaluations
+    assert row[:7] == (2.0, 100, 9.5, 1.0, 7, 9.5, 1.0) and math.isnan(row[7])
+
+
 def test_rng_states_round_trip() -> None:
     import random
 

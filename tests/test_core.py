@@ -14,7 +14,7 @@ from olaf.drl.config import RunConfig
 from olaf.drl.controller import RecentRewards
 from olaf.drl.core import PsApply, Status, TrainingLoop
 from olaf.drl.policies import RunPolicies
-from olaf.drl.results import RunResult
+from olaf.drl.results import EvalScores, RunResult
 from olaf.drl.server import ParameterServer
 from tests.batches import data_batch
 
@@ -22,7 +22,8 @@ from tests.batches import data_batch
 class ScriptedBackend:
     """A backend whose workers make ``steps_per_poll`` env steps per loop step and finish
     one episode of return ``ret(step)`` each time; its clock advances 10 ms per step and
-    its evaluator answers at once with ``evaluate(steps)``."""
+    its evaluator answers at once with ``evaluate(steps)``: EvalScores, or one mean for
+    both policies."""
 
     def __init__(self, evaluate, steps_per_poll: int = 100, ret=lambda steps: 10.0) -> None:
         self.clock = 1000.0
@@ -40,7 +41,10 @@ class ScriptedBackend:
         if self.pending is not None:
             steps, elapsed = self.pending
             self.pending = None
-            loop.evaluation(steps, elapsed, self.evaluate(steps), 0.0, 7)
+            scores = self.evaluate(steps)
+            if not isinstance(scores, EvalScores):
+                scores = EvalScores(scores, 0.0, scores, 0.0)
+            loop.evaluation(steps, elapsed, scores, 7)
         loop.progress("p0", self.steps_per_poll, [(self.clock, 0, self.ret(loop.steps), 20)],
                       {"sent": 2.0, "skipped": 2.0 * loop.steps / 100, "probes": 0.0,
                        "p_s_sum": 1.0 * loop.steps / 100})
@@ -107,6 +111,38 @@ def test_the_target_is_dated_to_when_the_evaluated_weights_were_taken() -> None:
     assert result2.stopped_by == "steps" and result2.steps_to_target == result.steps_to_target
 
 
+@pytest.mark.parametrize("policy", ["greedy", "stochastic"])
+def test_the_configured_policy_is_the_evaluation_and_meets_the_target(policy: str) -> None:
+    # The greedy policy reaches 60 from 1,000 steps on, the sampled one from 2,000.
+    def evaluate(steps: int) -> EvalScores:
+        return EvalScores(60.0 if steps >= 1_000 else 0.0, 1.0,
+                          60.0 if steps >= 2_000 else 5.0, 2.0)
+
+    cfg = RunConfig(total_steps=100_000, eval_every=300, target_reward=50.0, duration=1e9,
+                    eval_policy=policy)
+    backend = ScriptedBackend(evaluate=evaluate)
+    loop, result = loop_of(cfg, backend)
+    loop.run()
+    reached = 1_000 if policy == "greedy" else 2_000
+    assert result.stopped_by == "target"
+    assert result.steps_to_target == next(s for s in backend.asked if s >= reached)
+    # Rows: the configured policy's mean and std first, then both policies'.
+    last = result.evaluations[-1]
+    assert last[2:4] == ((60.0, 1.0) if policy == "greedy" else (60.0, 2.0))
+    assert last[5:] == tuple(evaluate(last[1]))
+    below = result.evaluations[-2]
+    assert below[2] == (0.0 if policy == "greedy" else 5.0) and below[7] == 5.0
+    row = loop.sample(1.0)
+    stochastic = 5.0 if policy == "greedy" else 60.0  # greedy stopped it before 2,000 steps
+    assert (row.eval_return, row.eval_greedy, row.eval_stochastic) == (60.0, 60.0, stochastic)
+    summary = result.summary()
+    assert summary["eval_policy"] == policy and summary["eval_return_last"] == 60.0
+    assert summary["greedy_eval_return_last"] == 60.0
+    assert summary["stochastic_eval_return_last"] == stochastic
+    with pytest.raises(ValueError, match="eval_policy must be one of"):
+        RunConfig(eval_policy="sampled")
+
+
 def test_a_signal_and_the_duration_cap_end_the_loop() -> None:
     backend = ScriptedBackend(evaluate=lambda steps: 0.0)
     backend.signal = "SIGTERM"
@@ -117,6 +153,11 @@ def test_a_signal_and_the_duration_cap_end_the_loop() -> None:
     loop, result = loop_of(RunConfig(total_steps=10**9, duration=0.5), backend)
     loop.run()
     assert result.stopped_by == "duration" and backend.clock - 1000.0 == pytest.approx(0.5, abs=0.011)
+    # No cap (olaf run --total-steps N): the step budget ends it.
+    backend = ScriptedBackend(evaluate=lambda steps: 0.0)
+    loop, result = loop_of(RunConfig(total_steps=1_000, duration=math.inf), backend)
+    loop.run()
+    assert result.stopped_by == "steps" and loop.steps == 1_000
 
 
 def test_timeline_p_s_is_the_mean_of_the_draws_since_the_previous_row() -> None:

@@ -205,6 +205,7 @@ def test_ablation_variants_set_the_queue_and_the_workers_policy_apart() -> None:
     [
         (["run", "--feedback-ttl-ms", "0"], "feedback_ttl_ms must be > 0"),
         (["run", "--workers", "0"], "workers must be >= 1"),
+        (["run", "--eval-policy", "sampled"], "eval_policy must be one of ('greedy', 'stochastic')"),
         (["compare", "--modes", "olaf,sometimes"], "unknown mode(s) ['sometimes']"),
         (["ablation", "--variants", "olaf,nope"], "unknown variant(s) ['nope']"),
     ],
@@ -216,3 +217,34 @@ def test_bad_run_flags_exit_2_with_one_line(args: list[str], message: str, tmp_p
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], result.stderr
     assert not (tmp_path / "x").exists()
+
+
+def test_an_explicit_step_budget_lifts_olaf_run_s_wall_clock_cap(tmp_path: Path) -> None:
+    import argparse
+    import math
+
+    from olaf.commands import compare
+    from olaf.commands import run as run_command
+    from olaf.drl.cli_args import config_from_args, run_budget
+    from olaf.drl.report import write_metrics
+    from olaf.drl.results import RunResult
+
+    parser = argparse.ArgumentParser()
+    run_command.add_arguments(parser)
+    (duration,) = [a for a in parser._actions if a.dest == "duration"]
+    assert "none when --total-steps is given, else 180" in duration.help
+    assert run_budget(parser.parse_args([])) == (1_000_000, 180.0)
+    assert run_budget(parser.parse_args(["--total-steps", "5000"])) == (5000, math.inf)
+    assert run_budget(parser.parse_args(["--total-steps", "5000", "--duration", "30"])) == (5000, 30.0)
+    assert run_budget(parser.parse_args(["--duration", "30"])) == (1_000_000, 30.0)
+    # olaf compare (and ablation) keep their own cap whatever the budget.
+    cmp = argparse.ArgumentParser()
+    compare.add_arguments(cmp)
+    assert run_budget(cmp.parse_args(["--total-steps", "5000"])) == (5000, compare.DEFAULT_DURATION)
+    # The RunConfig of an uncapped run, and its summary.json (JSON has no inf: null).
+    cfg = config_from_args(parser.parse_args(["--total-steps", "5000", "--eval-policy", "stochastic"]),
+                           mode="olaf", seed=0, target=None)
+    assert (cfg.total_steps, cfg.duration, cfg.eval_policy) == (5000, math.inf, "stochastic")
+    write_metrics(RunResult(cfg), tmp_path)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["config"]["duration"] is None and summary["eval_policy"] == "stochastic"

@@ -40,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=Path("runs/compare"),
                         help="directory for per-run metrics, the table and the combined plot")
     parser.epilog = ("Without --target-reward the target is the environment's "
-                     "spec.reward_threshold, checked on greedy evaluations. Every run uses its "
+                     "spec.reward_threshold, checked on the --eval-policy evaluations. Every run uses its "
                      "whole --total-steps budget (it does not stop at the target, so that final "
                      "returns compare over the same budget). A run that never reaches the "
                      "target counts with its full budget (a bound).")

@@ -59,6 +59,7 @@ from typing import Any
 import numpy as np
 
 from dataplane.queue import OlafQueue
+from olaf.drl.results import EVALUATION_COLUMNS
 from worker_transport.protocol import MsgType
 
 ACTIONS = ("loss", "switch-restart", "kill-workers", "ps-crash")
@@ -399,7 +400,8 @@ def state_record(ps_state: dict[str, Any], env_steps: int, restarts: int,
                    "blocks_applied": np.int64(ps_state["blocks_applied"]),
                    "env_steps": np.int64(env_steps), "restarts": np.int64(restarts)})
     for key in METRICS:
-        record[f"metrics.{key}"] = np.asarray(metrics.get(key, ()), np.float64).reshape(-1, 5)
+        width = len(EVALUATION_COLUMNS) if key == "evaluations" else 5
+        record[f"metrics.{key}"] = np.asarray(metrics.get(key, ()), np.float64).reshape(-1, width)
     return {k: np.asarray(v) for k, v in record.items()}
 
 

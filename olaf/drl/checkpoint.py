@@ -9,7 +9,8 @@ arbitrary objects are ever unpickled from it):
 * ``rng.torch``, ``rng.numpy``, ``rng.python``: the PS process's random generators (the
   worker processes do not carry theirs over: each process derives its seeds from the
   run's seed, the worker id and its generation, see ``olaf.drl.worker_turn.worker_seed``);
-* ``metrics.*``: the episodes, greedy evaluations, DATA log and AoM samples so far;
+* ``metrics.*``: the episodes, evaluations (``EVALUATION_COLUMNS``; older checkpoints
+  hold their first five), DATA log and AoM samples so far;
 * ``meta``: UTF-8 JSON with the format number, the run configuration (``RunConfig`` as a
   dict), model version, applied blocks, env steps, elapsed run time, the timeline rows,
   generation and restart counts, and the scalar parts of the RNG states.
@@ -36,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from olaf.drl.config import RunConfig
-from olaf.drl.results import RunResult, Snapshot
+from olaf.drl.results import EVALUATION_COLUMNS, RunResult, Snapshot
 
 if TYPE_CHECKING:
     from olaf.drl.server import ParameterServer
@@ -221,12 +222,18 @@ def restore_metrics(result: RunResult, ckpt: Checkpoint) -> None:
     """The checkpoint's learning curve and counters, so the resumed run continues them."""
     m = ckpt.metrics
 
-    def rows(key: str, ints: tuple[int, ...]) -> list[tuple]:
+    def rows(key: str, ints: tuple[int, ...], width: int = 5) -> list[tuple]:
+        stored = np.asarray(m.get(key, np.zeros((0, width))), np.float64)
+        if key == "evaluations" and stored.size and stored.shape[-1] == 5:
+            # Written before evaluations were both policies': those were greedy ones.
+            stored = stored.reshape(-1, 5)
+            nan = np.full((len(stored), 2), math.nan)
+            stored = np.hstack([stored, stored[:, 2:4], nan])
         return [tuple(int(v) if i in ints else float(v) for i, v in enumerate(r))
-                for r in np.asarray(m.get(key, np.zeros((0, 5)))).reshape(-1, 5).tolist()]
+                for r in stored.reshape(-1, width).tolist()]
 
     result.episodes = rows("episodes", (1, 2, 4))
-    result.evaluations = rows("evaluations", (1, 4))
+    result.evaluations = rows("evaluations", (1, 4), len(EVALUATION_COLUMNS))
     result.data = rows("data", (1, 2, 3))
     result.aom_t_ms = np.asarray(m.get("aom_t_ms", np.zeros(0)), np.float64)
     result.aom_global_ms = np.asarray(m.get("aom_global_ms", np.zeros(0)), np.float64)
@@ -254,7 +261,8 @@ def save_run(cfg: RunConfig, result: RunResult, ps: ParameterServer, generation:
         config=cfg, ps=ps.state(), env_steps=result.env_steps,
         elapsed=result.wall_time if elapsed is None else elapsed,
         metrics={"episodes": np.asarray(result.episodes, np.float64).reshape(-1, 5),
-                 "evaluations": np.asarray(result.evaluations, np.float64).reshape(-1, 5),
+                 "evaluations": np.asarray(result.evaluations, np.float64).reshape(
+                     -1, len(EVALUATION_COLUMNS)),
                  "data": np.asarray(result.data, np.float64).reshape(-1, 5),
                  "aom_t_ms": aom_t, "aom_global_ms": aom_g, "update_age_ms": ages},
         timeline=[asdict(s) for s in result.timeline],

@@ -7,7 +7,8 @@ Everything here runs in a process started with the ``spawn`` method by
 
 * ``("ready", pid)`` once built, ``("progress", pid, steps, episodes, tx, learner)``
   every ``PROGRESS_PERIOD``, ``("final", pid, sender stats)`` when told to stop;
-* the evaluator: ``("eval", steps, elapsed, mean, std, version, wall s)`` per request;
+* the evaluator: ``("eval", steps, elapsed, scores, version, wall s)`` per request
+  (``scores``: an ``EvalScores``, greedy and stochastic);
 * with boost scaling, the process of worker 0: ``("curvature", pid, lambda_max,
   lambda_min, wall s, CPU s)``.
 """
@@ -84,7 +85,7 @@ def guard_parent(parent_pid: int) -> None:
 def evaluator_main(cfg: RunConfig, board_name: str, num_params: int, requests: Any, events: Any,
                     stop: SharedFlag, parent_pid: int) -> None:
     """The evaluator process: for each ``(steps, elapsed)`` request, evaluate the newest
-    weights and report ``("eval", steps, elapsed, mean, std, version, wall s)``."""
+    weights and report ``("eval", steps, elapsed, scores, version, wall s)``."""
     guard_parent(parent_pid)
     torch.set_num_threads(1)
     with contextlib.suppress(OSError):
@@ -100,8 +101,8 @@ def evaluator_main(cfg: RunConfig, board_name: str, num_params: int, requests: A
                 continue
             began = time.perf_counter()
             weights, version = board.read()
-            mean, std = evaluator.evaluate(weights)
-            events.put(("eval", steps, elapsed, mean, std, version, time.perf_counter() - began))
+            scores = evaluator.evaluate(weights)
+            events.put(("eval", steps, elapsed, scores, version, time.perf_counter() - began))
     finally:
         board.close()
 

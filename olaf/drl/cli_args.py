@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from olaf.drl.boosting import BoostConfig
 from olaf.drl.bottleneck import PRESETS
-from olaf.drl.config import AGGREGATIONS, ALGOS, CLOCKS, SCALINGS, RunConfig, run_defaults
+from olaf.drl.config import AGGREGATIONS, ALGOS, CLOCKS, EVAL_POLICIES, SCALINGS, RunConfig, run_defaults
 from olaf.drl.settings import parse_set, split_settings, with_settings
 from olaf.drl.staleness import StalenessConfig
 
@@ -17,8 +18,8 @@ if TYPE_CHECKING:
     from olaf.drl.a2c import A2CConfig
     from olaf.drl.impact import ImpactConfig
 
-TARGET_HELP = ("greedy-evaluation mean return that ends the run (default: the environment's "
-               "spec.reward_threshold, 475 CartPole-v1, 200 LunarLander-v3)")
+TARGET_HELP = ("evaluation mean return (of --eval-policy) that ends the run (default: the "
+               "environment's spec.reward_threshold, 475 CartPole-v1, 200 LunarLander-v3)")
 
 
 def usage_error(message: str) -> NoReturn:
@@ -27,8 +28,11 @@ def usage_error(message: str) -> NoReturn:
     raise SystemExit(2)
 
 
-def add_run_arguments(parser: argparse.ArgumentParser, *, duration: float,
+def add_run_arguments(parser: argparse.ArgumentParser, *, duration: float | None,
                       total_steps: int | None = None) -> None:
+    """The flags of one run. ``duration``: the --duration default in seconds; None (``olaf
+    run``): no wall-clock cap when --total-steps is given, else RunConfig's (``run_budget``
+    decides, so both flags default to None here)."""
     d = run_defaults()
     total_steps = d.total_steps if total_steps is None else total_steps
     parser.add_argument("--env", default=d.env_id,
@@ -49,15 +53,31 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, duration: float,
     parser.add_argument("--feedback-ttl-ms", type=float, default=d.feedback_ttl_ms, metavar="MS",
                         help="workers' P_s: ACK feedback older than this no longer counts and the "
                         f"next update is a probe, DESIGN.md §4 (default {d.feedback_ttl_ms:g})")
-    parser.add_argument("--total-steps", type=int, default=total_steps,
-                        help=f"budget in environment steps, all workers (default {total_steps:,})")
-    parser.add_argument("--duration", type=float, default=duration,
-                        help=f"wall-clock cap in seconds (default {duration:g})")
+    if duration is None:
+        # None: "not given", so that run_budget can tell an explicit --total-steps apart.
+        parser.add_argument("--total-steps", type=int, default=None,
+                            help=f"budget in environment steps, all workers (default "
+                            f"{total_steps:,})")
+        parser.add_argument("--duration", type=float, default=None,
+                            help="wall-clock cap in seconds (default: none when --total-steps "
+                            f"is given, else {d.duration:g})")
+    else:
+        parser.add_argument("--total-steps", type=int, default=total_steps,
+                            help=f"budget in environment steps, all workers (default "
+                            f"{total_steps:,})")
+        parser.add_argument("--duration", type=float, default=duration,
+                            help=f"wall-clock cap in seconds (default {duration:g})")
     parser.add_argument("--target-reward", type=float, default=None, help=TARGET_HELP)
     parser.add_argument("--eval-every", type=int, default=d.eval_every,
-                        help=f"env steps between greedy evaluations (default {d.eval_every:,})")
+                        help=f"env steps between evaluations (default {d.eval_every:,})")
     parser.add_argument("--eval-episodes", type=int, default=d.eval_episodes,
-                        help=f"episodes per evaluation (default {d.eval_episodes})")
+                        help=f"episodes per evaluation and policy (default {d.eval_episodes})")
+    # No argparse choices: RunConfig checks it, so a bad value is one line, exit 2.
+    parser.add_argument("--eval-policy", default=d.eval_policy,
+                        metavar="{" + ",".join(EVAL_POLICIES) + "}",
+                        help="every evaluation plays greedy and stochastic (sampled) episodes "
+                        "and records both; this one's mean is the evaluation that meets the "
+                        f"target (default {d.eval_policy})")
     learner = parser.add_argument_group("learner (docs/learner.md)")
     learner.add_argument("--algo", default=d.algo, metavar="{impact,a2c,MODULE:CLASS}",
                          help="impact (clipped surrogate + V-trace), a2c, or your own "
@@ -192,6 +212,18 @@ def policies_from_args(args: argparse.Namespace) -> dict:
     }
 
 
+def run_budget(args: argparse.Namespace) -> tuple[int, float]:
+    """(total_steps, duration) of the flags: as given, or, where ``olaf run`` left them None
+    (``add_run_arguments(duration=None)``), RunConfig's defaults, except that an explicit
+    --total-steps lifts the wall-clock cap (math.inf): a budget in env steps means to
+    spend it, whatever the machine's speed."""
+    d = run_defaults()
+    total_steps = d.total_steps if args.total_steps is None else args.total_steps
+    if args.duration is not None:
+        return total_steps, args.duration
+    return total_steps, math.inf if args.total_steps is not None else d.duration
+
+
 def config_from_args(args: argparse.Namespace, *, mode: str, seed: int,
                      target: float | None, stop_at_target: bool = True,
                      always_send: bool = False) -> RunConfig:
@@ -202,13 +234,15 @@ def config_from_args(args: argparse.Namespace, *, mode: str, seed: int,
         defaults = RunConfig()  # imports the learners (torch): the run is about to need them
         impact, learner = algo_configs(args, algo_items, defaults)
         ps = with_settings(defaults.ps, ps_items, "ps.")
+        total_steps, duration = run_budget(args)
         return RunConfig(env_id=args.env, workers=args.workers, processes=args.processes,
                          mode=mode, always_send=always_send,
                          feedback_ttl_ms=args.feedback_ttl_ms,
                          pull_rate=args.pull_rate, capacity=args.capacity,
                          values=args.values, shuffle_blocks=args.shuffle_blocks,
-                         duration=args.duration, total_steps=args.total_steps,
+                         duration=duration, total_steps=total_steps,
                          eval_every=args.eval_every, eval_episodes=args.eval_episodes,
+                         eval_policy=args.eval_policy,
                          target_reward=target, stop_at_target=stop_at_target, seed=seed,
                          algo=args.algo, algo_set=custom_settings(args, algo_items),
                          impact=impact, learner=learner, ps=ps,
@@ -267,6 +301,7 @@ def check_env(cfg: RunConfig) -> RunConfig:
     import gymnasium as gym
 
     from olaf.algorithm import env_spaces
+    from olaf.drl.evaluation import can_sample
     from olaf.drl.learners import make_algorithm
 
     try:
@@ -275,13 +310,20 @@ def check_env(cfg: RunConfig) -> RunConfig:
     except ValueError as exc:
         usage_error(f"olaf: error: {exc}")
     try:
-        algorithm.make_model(observation_space, action_space)
+        model = algorithm.make_model(observation_space, action_space)
         if cfg.scaling == "boost" and (cfg.algo not in ALGOS
                                        or not isinstance(action_space, gym.spaces.Discrete)):
             raise ValueError("boost scaling needs a built-in learner and a Discrete action space "
                              "(its curvature probe is categorical)")
     except ValueError as exc:
         usage_error(f"olaf: error: {cfg.env_id}: {exc}")
+    if not can_sample(model):
+        what = f"{cfg.algo}'s model has no act(obs, generator)"
+        if cfg.eval_policy == "stochastic":
+            # No evaluation could ever meet the target: refuse now rather than run blind.
+            usage_error(f"olaf: error: --eval-policy stochastic: {what}, it cannot sample")
+        print(f"olaf: note: {what}: stochastic evaluations are not played (NaN)",
+              file=sys.stderr)
     return replace(cfg)
 
 

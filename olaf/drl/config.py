@@ -30,6 +30,7 @@ CLOCKS = ("real", "virtual")
 AGGREGATIONS = ("plain", "staleness-aware")
 SCALINGS = ("fixed", "boost", "decay")
 ALGOS = ("impact", "a2c")
+EVAL_POLICIES = ("greedy", "stochastic")
 
 
 def _beside_its_code(module: str, name: str) -> Callable[[], Any]:
@@ -78,16 +79,22 @@ class RunConfig:
     """Fixed-point fraction bits of values and reward."""
     duration: float = 180.0
     """Wall-clock cap in seconds: the run ends at ``total_steps``, at the target, or here,
-    whichever comes first (env steps measure the method, wall time the machine)."""
+    whichever comes first (env steps measure the method, wall time the machine);
+    ``math.inf``: no cap (``olaf run --total-steps N`` without ``--duration``)."""
     total_steps: int = 1_000_000
     """Budget in environment steps over all workers."""
     eval_every: int = 10_000
-    """Environment steps between greedy evaluations of the PS's weights."""
+    """Environment steps between evaluations of the PS's weights."""
     eval_episodes: int = 10
-    """Episodes per evaluation, run side by side on separate environments."""
+    """Episodes per evaluation and policy, run side by side on separate environments."""
+    eval_policy: str = "greedy"
+    """The policy whose evaluation counts (``eval_mean``, the target, the final evaluation):
+    ``greedy`` (the most likely action, or the Gaussian's mean) or ``stochastic`` (actions
+    sampled from the policy, as the workers act). Every evaluation plays both on the same
+    seeds and records both (olaf.drl.evaluation)."""
     target_reward: float | None = None
-    """Stop when a greedy evaluation's mean return reaches this (``olaf run`` defaults it to
-    the environment's ``spec.reward_threshold``); None: no target."""
+    """Stop when an evaluation's mean return (of ``eval_policy``) reaches this (``olaf run``
+    defaults it to the environment's ``spec.reward_threshold``); None: no target."""
     stop_at_target: bool = True
     """End the run when the target is reached; ``olaf compare`` keeps running to its budget
     so that every run also has a final return over the same budget."""
@@ -192,6 +199,7 @@ class RunConfig:
             (self.total_steps >= 1, "total_steps must be >= 1"),
             (self.eval_every >= 1, "eval_every must be >= 1"),
             (self.eval_episodes >= 1, "eval_episodes must be >= 1"),
+            (self.eval_policy in EVAL_POLICIES, f"eval_policy must be one of {EVAL_POLICIES}"),
             (self.scaling == "fixed" or self.boost.min_workers <= self.workers,
              "min_workers must be <= workers"),
             (self.workers >= 1, "workers must be >= 1"),

@@ -2,8 +2,8 @@
 
 A run is always the same dance: workers roll out and send gradients through the switch,
 the parameter server applies the DATA it pulls (``PsApply``), publishes weights, and a
-driver loop (``TrainingLoop``) counts env steps and episodes, asks for greedy
-evaluations, feeds the reward-threshold controller, samples the metrics timeline,
+driver loop (``TrainingLoop``) counts env steps and episodes, asks for evaluations
+(greedy and stochastic), feeds the reward-threshold controller, samples the metrics timeline,
 and decides when to stop. What differs between backends is only *where* things run and
 how the driver hears about them:
 
@@ -36,7 +36,7 @@ import numpy as np
 
 from olaf.drl.config import RunConfig
 from olaf.drl.controller import RecentRewards
-from olaf.drl.results import RunResult, Snapshot, quantiles, rolling_returns
+from olaf.drl.results import EvalScores, RunResult, Snapshot, quantiles, rolling_returns
 
 if TYPE_CHECKING:  # the PS's numpy side only: no torch, no sockets, at import
     from olaf.drl.policies import RunPolicies
@@ -136,8 +136,8 @@ class Backend(Protocol):
         itself does nothing)."""
 
     def request_eval(self, steps: int, elapsed: float) -> None:
-        """Ask for a greedy evaluation of the weights as they are now; its answer comes
-        back through ``loop.evaluation`` with the same ``steps`` and ``elapsed``."""
+        """Ask for an evaluation of the weights as they are now; its answer (``EvalScores``)
+        comes back through ``loop.evaluation`` with the same ``steps`` and ``elapsed``."""
 
     def recent_rewards(self) -> list[float]:
         """The PS's window of recent DATA rewards, for the threshold controller."""
@@ -194,10 +194,12 @@ class TrainingLoop:
         if learner:
             self.learner[source] = learner
 
-    def evaluation(self, steps: int, elapsed: float, mean: float, std: float, version: int) -> None:
-        """One greedy evaluation of the weights taken at ``steps`` / ``elapsed``."""
+    def evaluation(self, steps: int, elapsed: float, scores: EvalScores, version: int) -> None:
+        """One evaluation (greedy and stochastic) of the weights taken at ``steps`` /
+        ``elapsed``; the configured policy's mean is the run's evaluation and target."""
         result = self.result
-        result.evaluations.append((elapsed, steps, mean, std, version))
+        mean, std = scores.of(self.cfg.eval_policy)
+        result.evaluations.append((elapsed, steps, mean, std, version, *scores))
         self.eval_pending = False
         if self.tb is not None:
             self.tb.evaluation(mean, std, steps)
@@ -276,7 +278,7 @@ class TrainingLoop:
             blocks_applied=status.blocks_applied, threshold=threshold,
             updates_sent=int(tx["sent"]), updates_skipped=int(tx["skipped"]),
             updates_probes=int(tx["probes"]), p_s_mean=p_s_mean,
-            eval_return=result.evaluations[-1][2] if result.evaluations else math.nan,
+            **last_evaluation(result),
             learner=mean_learner(self.learner), active_workers=status.active_workers,
             restarts=status.restarts, staleness_p50=status.staleness[0],
             staleness_p90=status.staleness[1], staleness_p99=status.staleness[2],
@@ -289,6 +291,15 @@ class TrainingLoop:
         if self.on_snapshot is not None:
             self.on_snapshot(snap)
         return snap
+
+
+def last_evaluation(result: RunResult) -> dict[str, float]:
+    """The Snapshot fields of the latest evaluation: the configured policy's, greedy and
+    stochastic mean returns (NaN before the first)."""
+    if not result.evaluations:
+        return {}
+    last = result.evaluations[-1]
+    return {"eval_return": last[2], "eval_greedy": last[5], "eval_stochastic": last[7]}
 
 
 def mean_learner(per_source: dict[Any, dict[str, float]]) -> dict[str, float]:

@@ -39,6 +39,11 @@ def _outcomes(snap: Snapshot) -> str:
     return " ".join(f"{short.get(k, k)}={v:,}" for k, v in snap.outcomes.items() if v)
 
 
+def _evals(snap: Snapshot, sep: str = " / ") -> str:
+    """The latest evaluation's greedy and stochastic mean returns."""
+    return f"{_fmt(snap.eval_greedy)}{sep}{_fmt(snap.eval_stochastic)}"
+
+
 class Progress:
     """Call with each ``Snapshot``; use as a context manager around the run."""
 
@@ -72,12 +77,13 @@ class Progress:
         if snap is None:
             table.add_row("status", "starting workers...")
             return table
-        table.add_row("elapsed", f"{snap.elapsed:.1f} s of {self.duration:g} s")
+        table.add_row("elapsed", f"{snap.elapsed:.1f} s" + (
+            f" of {self.duration:g} s" if math.isfinite(self.duration) else ""))
         table.add_row("env steps", _fmt(snap.env_steps) + (
             f" of {self.total_steps:,}" if self.total_steps else ""))
         table.add_row("episodes", _fmt(snap.episodes))
         table.add_row("mean return (training)", _fmt(snap.mean_return))
-        table.add_row("greedy evaluation", _fmt(snap.eval_return))
+        table.add_row("evaluation greedy / stochastic", _evals(snap))
         table.add_row("AoM", f"{_fmt(snap.aom_ms)} ms")
         table.add_row("queue", f"{snap.occupied}/{snap.capacity} slots")
         table.add_row("model version", f"{snap.model_version:,} ({snap.blocks_applied:,} blocks)")
@@ -104,7 +110,7 @@ class Progress:
         elif snap.elapsed - self._last_line >= LINE_PERIOD:
             self._last_line = snap.elapsed
             print(f"[{snap.elapsed:6.1f}s] steps={snap.env_steps:,} return={_fmt(snap.mean_return)}"
-                  f" eval={_fmt(snap.eval_return)}"
+                  f" eval={_evals(snap, '/')}"
                   f" AoM={_fmt(snap.aom_ms)}ms queue={snap.occupied}/{snap.capacity} "
                   f"v={snap.model_version} updates sent={snap.updates_sent:,} "
                   f"skipped={snap.updates_skipped:,} probes={snap.updates_probes:,} "
@@ -123,12 +129,13 @@ SUMMARY_ROWS = (
     ("active workers at the end (of max)", "active_of_max", 0),
     ("checkpoints written", "checkpoints_written", 0),
     ("wall time (s)", "wall_time_s", 1),
-    ("target (greedy evaluation)", "target_reward", 1),
+    ("target ({policy} evaluation)", "target_reward", 1),
     ("time to target (s)", "time_to_target_s", 1),
     ("env steps to target", "steps_to_target", 0),
     ("evaluations", "evaluations", 0),
-    ("best greedy evaluation", "best_eval_return", 1),
-    ("final greedy evaluation", "final_eval_return", 1),
+    ("last evaluation greedy / stochastic", "last_evals", 1),
+    ("best {policy} evaluation", "best_eval_return", 1),
+    ("final {policy} evaluation", "final_eval_return", 1),
     ("env steps", "env_steps", 0),
     ("episodes", "episodes", 0),
     ("initial mean return (training)", "initial_return", 1),
@@ -187,12 +194,16 @@ def summary_table(summary: dict[str, Any]) -> Table:
         elif key == "update_age_percentiles":
             value = " / ".join(_fmt(summary.get(f"update_age_{p}_ms"), digits)
                                for p in ("p50", "p90", "p99"))
+        elif key == "last_evals":
+            value = (f"{_fmt(summary.get('greedy_eval_return_last'), digits)} / "
+                     f"{_fmt(summary.get('stochastic_eval_return_last'), digits)}")
         elif key == "staleness_percentiles":
             value = " / ".join(_fmt(summary.get(f"staleness_{p}"))
                                for p in ("p50", "p90", "p99", "max"))
         else:
             value = _fmt(summary.get(key), digits)
-        table.add_row(label, value)
+        # The rows of the run's evaluation name its policy (RunConfig.eval_policy).
+        table.add_row(label.format(policy=summary.get("eval_policy", "greedy")), value)
     outcomes = summary.get("outcomes", {})
     table.add_row("switch outcomes", " ".join(f"{k.lower()}={v:,}" for k, v in outcomes.items()))
     return table

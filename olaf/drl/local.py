@@ -507,8 +507,8 @@ def _drain_queue(child: Child, loop: TrainingLoop, policies: RunPolicies) -> lis
         elif kind == "final":
             finals.extend(event[2])
         elif kind == "eval":
-            _, steps, elapsed, mean, std, version, _wall = event
-            loop.evaluation(steps, elapsed, mean, std, version)
+            _, steps, elapsed, scores, version, _wall = event
+            loop.evaluation(steps, elapsed, scores, version)
         elif kind == "curvature":
             _, _, lmax, lmin, wall_s, cpu_s = event
             policies.record_curvature(lmax, lmin, wall_s, time.time(), cpu_s)

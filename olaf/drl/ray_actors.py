@@ -26,6 +26,7 @@ from olaf.drl.core import PsApply, RecentDelivery
 from olaf.drl.evaluation import Evaluator
 from olaf.drl.learners import parameter_server, run_model
 from olaf.drl.policies import RunPolicies
+from olaf.drl.results import EvalScores
 from olaf.drl.worker_turn import Progress, build_worker, take_turn, tx_totals, worker_seed
 from worker_transport.protocol import Mode
 from worker_transport.receiver import Receiver
@@ -289,7 +290,8 @@ class WorkerHost:
 
 
 class EvaluatorHost:
-    """Greedy evaluation of published weights (``Evaluator``), apart from the workers."""
+    """Evaluation (greedy and stochastic) of published weights (``Evaluator``), apart from
+    the workers."""
 
     def __init__(self, cfg: RunConfig) -> None:
         _nice()
@@ -299,13 +301,12 @@ class EvaluatorHost:
         return {"pid": os.getpid(), "node": _node_ip()}
 
     def evaluate(self, published: tuple[np.ndarray, int] | None, steps: int,
-                 elapsed: float) -> tuple[int, float, float, float, int]:
-        """(steps, elapsed, mean, std, version) of one evaluation of ``published``."""
+                 elapsed: float) -> tuple[int, float, EvalScores, int]:
+        """(steps, elapsed, scores, version) of one evaluation of ``published``."""
         if published is None:
             raise RuntimeError("the PS has published no weights")
         weights, version = published
-        mean, std = self.evaluator.evaluate(weights)
-        return steps, elapsed, mean, std, version
+        return steps, elapsed, self.evaluator.evaluate(weights), version
 
     def final(self, weights: np.ndarray) -> float:
         """The weights the run ended with, judged on the local backend's final seeds."""

@@ -12,7 +12,8 @@ Files of one run:
 * ``workers.csv``: per worker, updates sent, skipped and probes, skipped share, mean P_s,
   blocks sent, acknowledged and lost;
 * ``episodes.csv``: every finished episode (time, env steps, worker, return, length);
-* ``evaluations.csv``: every greedy evaluation (time, env steps, mean, std, model version);
+* ``evaluations.csv``: every evaluation (time, env steps, mean, std, model version, then
+  greedy and stochastic mean and std; mean and std are the configured policy's);
 * ``data.csv``: every DATA block the PS applied (time, block, agg_count, staleness, reward);
 * ``aom.csv``: the global AoM samples;
 * ``return_vs_time.png``, ``return_vs_steps.png``, ``aom.png`` (over time and its CDF),
@@ -30,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from olaf.drl.results import RunResult, result_json, rolling_returns, worker_tx
+from olaf.drl.results import EVALUATION_COLUMNS, RunResult, result_json, rolling_returns, worker_tx
 from worker_transport.protocol import Outcome
 
 LEARNER_COLUMNS = ("policy_loss", "value_loss", "entropy", "actor_grad_norm", "critic_grad_norm",
@@ -103,8 +104,8 @@ def write_metrics(result: RunResult, out: Path) -> list[Path]:
          for s in result.timeline],
     )
     _write_csv(paths[2], ["time_s", "env_steps", "worker", "return", "length"], result.episodes)
-    _write_csv(paths[6], ["time_s", "env_steps", "eval_mean", "eval_std", "model_version"],
-               result.evaluations)
+    _write_csv(paths[6], EVALUATION_COLUMNS,
+               [[_cell(v) for v in row] for row in result.evaluations])
     _write_csv(paths[3], ["time_s", "block_id", "agg_count", "staleness_versions", "reward"],
                result.data)
     _write_csv(paths[4], ["t_ms", "global_aom_ms"],
@@ -149,7 +150,7 @@ def write_plots(result: RunResult, out: Path) -> list[Path]:
         ax.plot(x, mean, color=color, lw=2, label=f"training, mean of last {cfg.target_window}")
         if len(ev):
             ax.errorbar(x_eval, ev[:, 2], yerr=ev[:, 3], color="black", lw=1.2, marker="o", ms=3,
-                        capsize=2, label="greedy evaluation (mean ± std)")
+                        capsize=2, label=f"{cfg.eval_policy} evaluation (mean ± std)")
         if cfg.target_reward is not None:
             ax.axhline(cfg.target_reward, color="gray", ls="--", lw=1, label="target")
         ax.set_xlabel(label)
@@ -260,7 +261,8 @@ def write_compare_plot(results: Sequence[RunResult], path: Path) -> Path:
     for ax in axes[:2]:
         if cfg.target_reward is not None:
             ax.axhline(cfg.target_reward, color="gray", ls="--", lw=1)
-        ax.set_ylabel(f"return: training mean of {cfg.target_window} (solid), greedy eval (dashed)")
+        ax.set_ylabel(f"return: training mean of {cfg.target_window} (solid), "
+                      f"{cfg.eval_policy} eval (dashed)")
         ax.grid(alpha=0.3)
         ax.legend(loc="best")
     axes[0].set_xlabel("wall time (s)")

@@ -10,12 +10,36 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from olaf.drl.bottleneck import figures
 from olaf.drl.config import RunConfig
+
+
+class EvalScores(NamedTuple):
+    """One evaluation of one model version under both policies, on the same seeds: (mean,
+    std) of the greedy returns and of the stochastic ones (NaN: the model cannot sample,
+    olaf.drl.evaluation.can_sample)."""
+
+    greedy_mean: float
+    greedy_std: float
+    stochastic_mean: float = math.nan
+    stochastic_std: float = math.nan
+
+    def of(self, policy: str) -> tuple[float, float]:
+        """(mean, std) of ``policy``, ``greedy`` or ``stochastic`` (RunConfig.eval_policy)."""
+        if policy == "greedy":
+            return self.greedy_mean, self.greedy_std
+        return self.stochastic_mean, self.stochastic_std
+
+
+EVALUATION_COLUMNS = ("time_s", "env_steps", "eval_mean", "eval_std", "model_version",
+                      "greedy_mean", "greedy_std", "stochastic_mean", "stochastic_std")
+"""One ``RunResult.evaluations`` row, as ``evaluations.csv`` names its columns: ``eval_*``
+are the configured policy's (``RunConfig.eval_policy``), the columns after the version are
+both policies' (``EvalScores``). Older rows had the first five only."""
 
 
 @dataclass
@@ -40,7 +64,11 @@ class Snapshot:
     p_s_mean: float = math.nan
     """Mean P_s of the workers' draws since the previous sample (NaN: no draw)."""
     eval_return: float = math.nan
-    """Mean return of the latest greedy evaluation (NaN before the first)."""
+    """Mean return of the latest evaluation, of the configured policy (NaN before the first)."""
+    eval_greedy: float = math.nan
+    """The same evaluation's greedy mean return."""
+    eval_stochastic: float = math.nan
+    """The same evaluation's stochastic mean return (NaN: the model cannot sample)."""
     learner: dict[str, float] = field(default_factory=dict)
     """Mean loss terms and gradient norms of the gradients made since the previous sample."""
     active_workers: int = 0
@@ -87,11 +115,14 @@ class RunResult:
     final_return: float = math.nan
     """Mean of the last window of episodes, including those reported while the run shut down."""
     return_at_target: float = math.nan
-    """The greedy evaluation that first reached the target (NaN if none did)."""
-    evaluations: list[tuple[float, int, float, float, int]] = field(default_factory=list)
-    """(time s, env steps, mean, std, model version) per greedy evaluation."""
+    """The evaluation that first reached the target (NaN if none did)."""
+    evaluations: list[tuple[float, int, float, float, int, float, float, float, float]] = field(
+        default_factory=list)
+    """(time s, env steps, mean, std, model version, greedy mean, greedy std, stochastic
+    mean, stochastic std) per evaluation (``EVALUATION_COLUMNS``); mean and std are the
+    configured policy's."""
     final_eval_return: float = math.nan
-    """Greedy evaluation of the weights the run ended with."""
+    """Evaluation of the weights the run ended with, of the configured policy."""
     stopped_by: str = "duration"
     switch_address: tuple[str, int] = ("", 0)
     weight_board: str = ""
@@ -152,9 +183,14 @@ class RunResult:
             "return_at_target": self.return_at_target,
             "best_return": float(rolling.max()) if len(rolling) else math.nan,
             "evaluations": len(self.evaluations),
+            "eval_policy": cfg.eval_policy,
             "eval_return_last": self.evaluations[-1][2] if self.evaluations else math.nan,
             "best_eval_return": (max(e[2] for e in self.evaluations) if self.evaluations
                                  else math.nan),
+            # Both policies' last evaluation: how far sampling is from the greedy policy.
+            "greedy_eval_return_last": self.evaluations[-1][5] if self.evaluations else math.nan,
+            "stochastic_eval_return_last": (self.evaluations[-1][7] if self.evaluations
+                                            else math.nan),
             "final_eval_return": self.final_eval_return,
             "aom_mean_ms": self.aom.get("mean", math.nan),
             "aom_p99_ms": self.aom.get("p99", math.nan),

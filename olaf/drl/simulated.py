@@ -26,9 +26,9 @@ Everything runs in this process, on a discrete-event scheduler (a heap of timed 
   PULLs that may pop a slot, so an idle 10 GbE port costs nothing;
 * **PS**: ``PsApply`` with ``RunPolicies`` and the ``ParameterServer``, AoM on the
   simulated clock, weights published every ``broadcast_period`` of simulated time, the
-  threshold controller on the loop's schedule, greedy evaluations by an in-process
-  ``Evaluator`` at the loop's requests (in zero simulated time: the evaluator stands for
-  a machine of its own).
+  threshold controller on the loop's schedule, evaluations (greedy and stochastic) by an
+  in-process ``Evaluator`` at the loop's requests (in zero simulated time: the evaluator
+  stands for a machine of its own).
 
 The same seed gives the same run bit for bit: the event order is a function of the
 seed (ties broken by insertion order), torch runs on one thread, and every random
@@ -63,7 +63,7 @@ from olaf.drl.core import PsApply, Status, TrainingLoop, finish_returns
 from olaf.drl.evaluation import Evaluator
 from olaf.drl.learners import algo_config, parameter_server, run_model
 from olaf.drl.policies import RunPolicies
-from olaf.drl.results import RunResult, Snapshot
+from olaf.drl.results import EvalScores, RunResult, Snapshot
 from olaf.drl.worker_turn import Progress, build_worker, tx_totals, worker_seed
 from worker_transport.aom import MAX_WORKER_BITS, AoMTracker
 from worker_transport.codec import decode_rows, encode_array, mean_values
@@ -169,7 +169,7 @@ class Simulated:
         self.progress = Progress()
         self._next_tx = 0
         self.evaluator = Evaluator(cfg)
-        self._answer: tuple[int, float, float, float, int] | None = None
+        self._answer: tuple[int, float, EvalScores, int] | None = None
         # --chaos (olaf.drl.chaos): its loss drops UPDATEs on arrival at the switch and DATA
         # as it leaves, by message type, from a stream of the seed; its tick runs in ours.
         self.impairment = Impairment(seed=cfg.seed, type_drop={})
@@ -204,8 +204,7 @@ class Simulated:
     def request_eval(self, steps: int, elapsed: float) -> None:
         self.publish()
         latest = self._publications[-1]
-        mean, std = self.evaluator.evaluate(latest.weights)
-        self._answer = (steps, elapsed, mean, std, latest.version)
+        self._answer = (steps, elapsed, self.evaluator.evaluate(latest.weights), latest.version)
 
     def recent_rewards(self) -> list[float]:
         return self.rewards.snapshot()

@@ -3,9 +3,10 @@
 ``run_drl`` starts ``olaf.testbed.hosts`` on the PS host and on every worker host (and
 ``bmv2_topologies.relay`` on relay hosts), waits until every worker holds the PS's
 first weights, starts them together and drives them with ``olaf.drl.core.TrainingLoop``,
-as ``olaf run`` drives its local processes: the same evaluation schedule (greedy, by this
-launcher's ``Evaluator`` on the weights the PS writes), the same stop rule and the same
-``RunResult``, so ``olaf.drl.report`` writes the same CSV/JSON files and plots.
+as ``olaf run`` drives its local processes: the same evaluation schedule (greedy and
+stochastic, by this launcher's ``Evaluator`` on the weights the PS writes), the same stop
+rule and the same ``RunResult``, so ``olaf.drl.report`` writes the same CSV/JSON files and
+plots.
 
 What is the testbed's own: the hosts report through their stdout lines
 (``MininetHosts.poll``); the PS's reward reports feed the control plane's
@@ -37,7 +38,7 @@ from control_plane.threshold import ThresholdLoop
 from olaf.drl.config import RunConfig
 from olaf.drl.core import Status, TrainingLoop, finish_returns, real_clock
 from olaf.drl.evaluation import Evaluator
-from olaf.drl.results import RunResult, Snapshot
+from olaf.drl.results import EvalScores, RunResult, Snapshot
 from olaf.testbed.hosts import config_json, read_weights
 from worker_transport.protocol import OLAF_PORT
 
@@ -65,7 +66,7 @@ class MininetHosts:
                                          "staleness": nan3, "update_age_ms": nan3}
         self.evaluator = Evaluator(cfg)
         self._eval_thread: threading.Thread | None = None
-        self._eval_answer: tuple[int, float, float, float, int] | None = None
+        self._eval_answer: tuple[int, float, EvalScores, int] | None = None
         self._eval_error: BaseException | None = None
         topo = testbed.topology
         self.first_hop = sorted({topo.switch_of(h.name)[0] for h in topo.workers})
@@ -140,8 +141,7 @@ class MininetHosts:
         def evaluate() -> None:
             weights, version = published
             try:
-                mean, std = self.evaluator.evaluate(weights)
-                self._eval_answer = (steps, elapsed, mean, std, version)
+                self._eval_answer = (steps, elapsed, self.evaluator.evaluate(weights), version)
             except BaseException as exc:  # raised in the loop's thread by poll()
                 self._eval_error = exc
 
