@@ -14,7 +14,8 @@ What runs where (docs/ray.md):
   the nodes (``SPREAD``), each hosting its logical workers round-robin as the local
   backend's worker processes do; every gradient leaves as UPDATE datagrams from the
   worker's own UDP socket toward the switch, which ACKs them;
-* the **evaluator** (``EvaluatorHost``): greedy evaluation on environments of its own;
+* the **evaluator** (``EvaluatorHost``): greedy and stochastic evaluation on environments
+  of its own;
 * this process, the **driver**: starts and stops the actors, polls progress, feeds the
   reward-threshold controller, samples the metrics and decides when to stop.
 
