@@ -19,7 +19,8 @@ G = np.array([0.5, -1.0, 2.0, 0.25], np.float32)
 
 
 def server(**ps: object) -> ParameterServer:
-    return ParameterServer(np.zeros(V, np.float32), ImpactConfig(learning_rate=0.1), V,
+    # One gradient per update (epochs 1): ps.optimizer=auto is Adam at learning_rate.
+    return ParameterServer(np.zeros(V, np.float32), ImpactConfig(learning_rate=0.1, epochs=1), V,
                            PsConfig(**ps))
 
 
@@ -52,6 +53,21 @@ def test_rmsprop_is_a3c_s_shared_rmsprop() -> None:
     ps.apply_block(0, G, agg_count=2)
     g = 2 * G
     np.testing.assert_allclose(ps.params, -0.1 * g / (np.sqrt(0.01 * g * g) + 0.1), rtol=1e-5)
+
+
+def test_auto_applies_a_gradient_with_adam_and_a_delta_with_sgd_at_delta_rate() -> None:
+    gradient = server()
+    assert (gradient.optimizer, gradient.learning_rate) == ("adam", 0.1)
+    learner = ImpactConfig(learning_rate=0.1, epochs=4, delta_rate=0.5)
+    delta = ParameterServer(np.zeros(V, np.float32), learner, V, PsConfig())
+    assert (delta.optimizer, delta.learning_rate) == ("sgd", 0.5)
+    delta.apply_block(0, G, agg_count=2)  # the mean of two deltas, half of it applied
+    np.testing.assert_allclose(delta.params, -0.5 * G, rtol=1e-6)
+    # Set by hand, the PS's optimizer and step win over the learner's.
+    adam = ParameterServer(np.zeros(V, np.float32), learner, V, PsConfig(optimizer="adam"))
+    assert (adam.optimizer, adam.learning_rate) == ("adam", 0.1)
+    sgd = ParameterServer(np.zeros(V, np.float32), learner, V, PsConfig(learning_rate=1.0))
+    assert (sgd.optimizer, sgd.learning_rate) == ("sgd", 1.0)
 
 
 def test_bad_ps_settings_and_agg_counts_are_refused() -> None:

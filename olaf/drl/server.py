@@ -24,7 +24,7 @@ import numpy as np
 from worker_transport.fixedpoint import num_blocks
 
 PS_AGGREGATES = ("mean", "sum")
-PS_OPTIMIZERS = ("adam", "sgd", "rmsprop")
+PS_OPTIMIZERS = ("auto", "adam", "sgd", "rmsprop")
 
 
 @dataclass(frozen=True)
@@ -43,11 +43,14 @@ class PsConfig:
     aggregate: str = "mean"
     """``mean``: a block of agg_count k is one step with the mean of its k updates;
     ``sum``: one step with their sum (k times the mean), as if each had been applied."""
-    optimizer: str = "adam"
+    optimizer: str = "auto"
     """``adam`` (per-block bias correction, the learner's betas and eps), ``sgd`` (plain,
-    with ``momentum``), or ``rmsprop`` (A3C's shared RMSProp: ``alpha``, ``rmsprop_eps``)."""
+    with ``momentum``), ``rmsprop`` (A3C's shared RMSProp: ``alpha``, ``rmsprop_eps``), or
+    ``auto``: what the learner's update needs, ``sgd`` for a parameter delta (the learner's
+    config says ``sends_delta``: IMPACT with local epochs) and ``adam`` for a gradient."""
     learning_rate: float = 0.0
-    """Step size; 0 takes the learner's ``learning_rate``."""
+    """Step size; 0 takes the learner's: ``delta_rate`` for a parameter delta under SGD,
+    else ``learning_rate``."""
     momentum: float = 0.0
     """SGD momentum (0: plain SGD)."""
     alpha: float = 0.99
@@ -76,11 +79,17 @@ class ParameterServer:
                  ps: PsConfig | None = None) -> None:
         """``config``: the learner's hyperparameters (``learning_rate``, ``adam_betas``,
         ``adam_eps``: an ``olaf.algorithm.AlgorithmConfig`` or the built-in ones);
-        ``ps``: aggregate and optimizer (default: mean and Adam)."""
+        ``ps``: aggregate and optimizer (default: mean, and the optimizer the learner's
+        update needs)."""
         self.params = np.array(initial, dtype=np.float32).reshape(-1)
         self.config = config
         self.ps = PsConfig() if ps is None else ps
-        self.learning_rate = self.ps.learning_rate or config.learning_rate
+        delta = bool(getattr(config, "sends_delta", False))
+        self.optimizer = self.ps.optimizer
+        if self.optimizer == "auto":
+            self.optimizer = "sgd" if delta else "adam"
+        self.learning_rate = self.ps.learning_rate or (
+            config.delta_rate if delta and self.optimizer == "sgd" else config.learning_rate)
         self.values = values
         self.num_blocks = num_blocks(len(self.params), values)
         self._m = np.zeros_like(self.params)
@@ -138,13 +147,13 @@ class ParameterServer:
         moments live in ``_m`` (Adam's first, SGD's momentum) and ``_v`` (Adam's second,
         RMSProp's squared average)."""
         ps, m, v = self.ps, self._m[where], self._v[where]
-        if ps.optimizer == "sgd":
+        if self.optimizer == "sgd":
             if ps.momentum == 0:
                 return lr * g
             m *= ps.momentum
             m += g
             return lr * m
-        if ps.optimizer == "rmsprop":
+        if self.optimizer == "rmsprop":
             v *= ps.alpha
             v += (1 - ps.alpha) * g * g
             return lr * g / (np.sqrt(v) + ps.rmsprop_eps)
