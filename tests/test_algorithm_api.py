@@ -233,8 +233,11 @@ def test_impact_gaussian_policy_learns_the_best_action_through_the_block_wise_ps
 
 # Pendulum-v1 with IMPACT's Gaussian policy: a short critic horizon, rewards scaled to the
 # critic, no entropy bonus (CleanRL's continuous PPO has none), the critic clipped loosely.
+# One gradient per rollout through the PS's Adam (epochs 1, IMPACT as published), with the
+# learner's earlier network and rollout shape: the gradient path of the API.
 PENDULUM = ImpactConfig(gamma=0.9, reward_scale=0.1, entropy_coef=0.0, critic_max_grad_norm=5.0,
-                        learning_rate=1e-3, rollout_steps=16)
+                        learning_rate=1e-3, rollout_steps=16, epochs=1, hidden=32,
+                        envs_per_worker=4, vtrace_lambda=0.95)
 
 
 @pytest.mark.timeout(600)

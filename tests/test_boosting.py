@@ -363,7 +363,11 @@ def test_boost_scaling_really_changes_the_active_workers_in_a_short_run() -> Non
 
     # d = 0.5 per PS training iteration drives S_k below 1/8 after 3 of them, so I_k
     # settles at I_min = 1 early (no restarts, so it stays there).
+    from tests.learners import GRADIENT_IMPACT
+
+    # Many small gradients, so that 9 s hold enough PS training iterations for the rounds.
     cfg = RunConfig(env_id="CartPole-v1", workers=4, processes=2, duration=9.0, seed=3,
+                    impact=GRADIENT_IMPACT,
                     aggregation="staleness-aware", scaling="boost", boost_period=0.4,
                     boost=BoostConfig(decay=0.5, min_workers=1, lanczos_iterations=6,
                                       sample_transitions=64, round_iterations=1,

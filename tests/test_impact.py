@@ -145,7 +145,8 @@ def test_local_epochs_send_the_delta_to_improved_weights_and_act_with_the_ps_s()
         after, _, _ = impact_loss(worker.model, rollout, cfg)
         assert float(after) < float(before)
         # One epoch: the gradient of one loss, as before.
-        one = ImpactWorker("CartPole-v1", 1, ImpactConfig(envs_per_worker=2, rollout_steps=8), seed=0)
+        one = ImpactWorker("CartPole-v1", 1, ImpactConfig(envs_per_worker=2, rollout_steps=8, epochs=1),
+                           seed=0)
         try:
             assert one.algorithm.local_update(one.model, None) is None
         finally:
@@ -256,15 +257,18 @@ def test_bad_hyperparameters_exit_2_with_one_line(flags: list[str], message: str
 
 
 @pytest.mark.timeout(300)
-def test_impact_learns_cartpole_through_the_block_wise_ps() -> None:
-    """Workers take turns against the block-wise Adam PS in one process (no network, no
-    clock): after 40k env steps the greedy policy is far better than a fresh one."""
+@pytest.mark.parametrize("cfg", [ImpactConfig(), ImpactConfig(epochs=1, hidden=32, rollout_steps=32,
+                                                                envs_per_worker=4)],
+                         ids=["deltas-sgd", "gradients-adam"])
+def test_impact_learns_cartpole_through_the_block_wise_ps(cfg: ImpactConfig) -> None:
+    """Workers take turns against the block-wise PS in one process (no network, no clock),
+    with the default parameter deltas (SGD at delta_rate) and with one gradient per rollout
+    (Adam): after 40k env steps the greedy policy is far better than a fresh one."""
     from olaf.drl.evaluation import evaluate_greedy
     from olaf.drl.model import build_model
     from olaf.drl.server import ParameterServer
 
     torch.set_num_threads(1)
-    cfg = ImpactConfig()
     model = build_model("CartPole-v1", cfg.hidden, 0)
     before = evaluate_greedy(model.policy, "CartPole-v1", 10, seed=123).mean()
     ps = ParameterServer(model.flat_parameters(), cfg, 64)
@@ -272,9 +276,9 @@ def test_impact_learns_cartpole_through_the_block_wise_ps() -> None:
     train_round_robin(ps, workers, env_steps=40_000)
     model.load_flat_parameters(ps.params)
     after = evaluate_greedy(model.policy, "CartPole-v1", 10, seed=123).mean()
-    # A fresh (near-uniform) greedy policy falls over in ~10 steps; random actions ~22.
-    assert before < 30
-    assert after > 100, (before, after)
+    # A fresh (near-uniform) greedy policy falls over in 10-50 steps; random actions ~22.
+    assert before < 60
+    assert after > 150, (before, after)
 
 
 def test_target_defaults_to_the_environments_reward_threshold() -> None:

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.learners import GRADIENT_FLAGS
+
 ROOT = Path(__file__).resolve().parents[1]
 RANDOM_POLICY_RETURN = 22.0
 """Mean CartPole-v1 return of a uniformly random policy (about 22)."""
@@ -149,7 +151,7 @@ def test_compare_runs_the_olaf_queue_with_workers_always_sending_as_its_own_row(
     result = subprocess.run(
         [sys.executable, "-m", "olaf.cli", "compare", "--env", "CartPole-v1", "--workers", "2",
          "--duration", "4", "--total-steps", "100000", "--seeds", "1", "--modes",
-         "olaf-always,olaf", "--out", str(out)],
+         "olaf-always,olaf", "--out", str(out), *GRADIENT_FLAGS],
         cwd=ROOT, capture_output=True, text=True, timeout=280)
     assert result.returncode == 0, result.stdout + result.stderr
     report = json.loads((out / "compare.json").read_text())

@@ -11,6 +11,7 @@ import pytest
 from olaf.drl.bottleneck import block_bytes, buffer_for
 from olaf.drl.config import RunConfig
 from olaf.drl.simulated import run_simulated
+from tests.learners import GRADIENT_IMPACT
 
 
 def short(**kw) -> RunConfig:
@@ -61,7 +62,7 @@ def test_olaf_merges_within_clusters_only() -> None:
 
 def test_128_workers_take_turns_in_one_process() -> None:
     result = run_simulated(short(workers=128, total_steps=128 * 128, eval_every=100_000,
-                                 egress_rate=1e6))
+                                 egress_rate=1e6, impact=GRADIENT_IMPACT))
     s = result.summary()
     assert s["env_steps"] >= 128 * 128
     assert len(s["per_worker"]) == 128

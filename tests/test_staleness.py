@@ -229,7 +229,7 @@ def test_staleness_scales_the_adam_step_not_the_gradient() -> None:
     grads = [rng.normal(size=V).astype(np.float32) for _ in range(3)]
     moves = {}
     for delta in (0, 1, 4, 16):
-        ps = ParameterServer(np.zeros(V, np.float32), ImpactConfig(learning_rate=1e-2), V)
+        ps = ParameterServer(np.zeros(V, np.float32), ImpactConfig(learning_rate=1e-2, epochs=1), V)
         agg, _ = _agg(max_pending=1)
         for g in grads:
             for r in agg.offer(0, g, 1, model_version=100 - delta, current_version=100):
@@ -239,7 +239,7 @@ def test_staleness_scales_the_adam_step_not_the_gradient() -> None:
     assert moves[4] == pytest.approx(moves[0] / 2, rel=1e-5)
     assert moves[16] == pytest.approx(moves[0] / 4, rel=1e-5)
     # The cancellation the old gradient weighting suffered: half the gradient, same step.
-    half = ParameterServer(np.zeros(V, np.float32), ImpactConfig(learning_rate=1e-2), V)
+    half = ParameterServer(np.zeros(V, np.float32), ImpactConfig(learning_rate=1e-2, epochs=1), V)
     for g in grads:
         half.apply_block(0, g / 2)
     assert np.abs(half.params).sum() == pytest.approx(moves[0], rel=1e-4)

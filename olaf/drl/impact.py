@@ -1,9 +1,11 @@
 """IMPACT, the default learner: clipped surrogate + V-trace, one worker's side, top to bottom.
 
 IMPACT (Luo et al., ICLR 2020) is IMPALA's actor-learner split (Espeholt et al., 2018)
-with PPO's clipped surrogate. Here every worker is its own learner that never steps an
-optimiser: it sends a gradient through the switch and the parameter server applies it
-with Adam (olaf.drl.server). One gradient is made in three steps:
+with PPO's clipped surrogate. Here every worker is its own learner: it sends its update
+through the switch and the parameter server applies it (olaf.drl.server). By default the
+update is the parameter delta of PPO's local epochs (step 4), which the PS applies with
+SGD at ``delta_rate``; with ``epochs=1`` it is one gradient, which the PS applies with
+Adam, as IMPACT does. The update is made in these steps:
 
 1. **Experience** (``collect``): ``envs_per_worker`` environments (gymnasium.vector)
    act ``rollout_steps`` times with the behaviour policy ``mu`` (the weights the worker
@@ -24,16 +26,16 @@ with Adam (olaf.drl.server). One gradient is made in three steps:
    The actor's and the critic's gradients are clipped to their own L2 norms (they are
    separate networks, olaf.drl.model), and the two are sent as one flat vector.
 
-4. **Local epochs** (``epochs > 1``, off by default): instead of one gradient, the worker
+4. **Local epochs** (``epochs > 1``, the default): instead of one gradient, the worker
    runs PPO's update on its rollout with an Adam of its own: V-trace targets and
    advantages once at theta, then ``epochs`` passes of ``minibatches`` shuffled
-   minibatches of the surrogate, each clipped per network (the ratio against mu, or with
-   ``trust_region=refreshed`` against theta, IMPACT's target network, each term weighted
-   by ``min(rho_bar, pi_theta / mu)``). It sends the parameter
-   delta ``theta - theta'`` and returns to theta (the PS's weights) to act. A parameter
-   server with ``ps.optimizer=sgd``, ``ps.learning_rate=1`` applies it as it is; merged
-   deltas are averaged (``ps.aggregate=mean``). More optimizer steps per env step: the
-   PS's single Adam step per block caps the full-model updates at pull rate / blocks.
+   minibatches of the surrogate, each clipped per network. The ratio is taken against
+   theta, IMPACT's target network (``trust_region=refreshed``), and each term weighted
+   by ``min(rho_bar, pi_theta / mu)``, so the clip bounds the worker's own move and the
+   weight the rollout's age. It sends the parameter delta ``theta - theta'`` and returns
+   to theta (the PS's weights) to act; the PS applies ``delta_rate`` of it, merged
+   deltas averaged (``ps.aggregate=mean``). More optimizer steps per env step: the PS's
+   single Adam step per gradient block caps the full-model updates at pull rate / blocks.
 
 Time limits are not terminal states: a truncated episode's last reward is bootstrapped
 with ``gamma * V(final observation)``.
@@ -81,21 +83,27 @@ class ImpactConfig:
     """Hyperparameters of the IMPACT learner (olaf.drl.impact), each with where its default
     comes from. Set any of them with ``olaf run --set algo.NAME=VALUE``."""
 
-    hidden: int = 32
-    """Width of the two tanh hidden layers of the actor and of the critic. CleanRL's PPO
-    uses 64; 32 keeps a CartPole gradient at 40 blocks of 64 values, and the PS's pull rate
-    counts blocks."""
-    rollout_steps: int = 32
-    """Steps per environment per gradient (IMPALA's unroll length is 20, RLlib APPO's
-    rollout_fragment_length 50; 32 as the A2C learner)."""
+    hidden: int = 64
+    """Width of the two tanh hidden layers of the actor and of the critic (CleanRL's PPO and
+    rl-baselines3-zoo's MlpPolicy: 64). A CartPole update is then 144 blocks of 64 values,
+    LunarLander's 149; 32 (40 and 45 blocks) did not learn LunarLander-v3 in 1M steps."""
+    rollout_steps: int = 256
+    """Steps per environment per update. With 4 environments, 4 epochs of 16 minibatches,
+    a worker takes one optimiser step per 16 env steps in minibatches of 64, as
+    rl-baselines3-zoo's LunarLander PPO (16 envs x 1024 steps, batch 64, 4 epochs); the
+    zoo's own 16 x 1024 through one worker learned LunarLander-v3 too, 8 workers of
+    2 x 1024 did not (docs/results.md). IMPALA's unroll is 20 for one gradient."""
     envs_per_worker: int = 4
-    """Environments a worker steps together (gymnasium.vector), so one gradient carries
-    ``envs_per_worker * rollout_steps`` transitions (CleanRL PPO's CartPole num_envs = 4)."""
-    gamma: float = 0.99
-    """Discount factor (IMPALA, CleanRL PPO, RLlib APPO)."""
-    vtrace_lambda: float = 0.95
+    """Environments a worker steps together (gymnasium.vector), so one update carries
+    ``envs_per_worker * rollout_steps`` transitions: 1,024 (2 x 256 solved LunarLander-v3
+    on 2 seeds of 5, 4 x 256 on more, docs/results.md; CleanRL PPO's CartPole num_envs 4)."""
+    gamma: float = 0.999
+    """Discount factor (rl-baselines3-zoo's LunarLander PPO: 0.999; IMPALA and CleanRL's
+    CartPole PPO 0.99, with which LunarLander's landing bonus is too far ahead)."""
+    vtrace_lambda: float = 0.98
     """lambda of V-trace's traces ``c_s = lambda * min(c_bar, ratio)`` (IMPALA §4.2 allows
-    lambda < 1; 0.95 is CleanRL PPO's gae_lambda, to which V-trace reduces on-policy)."""
+    lambda < 1; V-trace reduces to GAE(lambda) on-policy; rl-baselines3-zoo's LunarLander
+    PPO gae_lambda 0.98)."""
     rho_bar: float = 1.0
     """Truncation of V-trace's importance weights in the value targets (IMPALA: 1)."""
     c_bar: float = 1.0
@@ -117,7 +125,8 @@ class ImpactConfig:
     critic_max_grad_norm: float = 0.5
     """L2 clip of the critic's gradient (CleanRL PPO max_grad_norm 0.5)."""
     learning_rate: float = 5e-4
-    """Adam step size at the parameter server (RLlib APPO lr 5e-4)."""
+    """Adam step size at the parameter server for gradients, ``epochs=1`` (RLlib APPO lr
+    5e-4); deltas take ``delta_rate``."""
     adam_betas: tuple[float, float] = (0.9, 0.999)
     """Adam's moment decay rates (PyTorch/CleanRL defaults)."""
     adam_eps: float = 1e-5
@@ -128,15 +137,17 @@ class ImpactConfig:
     """Rewards are multiplied by this in the loss (not in the returns reported): the
     critic's targets then stay near unit scale when rewards are large, as for Pendulum-v1
     (CleanRL's continuous PPO normalises rewards for the same reason)."""
-    epochs: int = 1
-    """1: the worker sends the gradient of one loss (IMPACT). More: the worker runs PPO's
-    epochs on its rollout with an Adam of its own (``local_learning_rate``, ``minibatches``
-    per epoch, advantages and V-trace targets computed once before the epochs, as PPO does)
-    and sends the parameter delta, which a PS with ``ps.optimizer=sgd`` and
-    ``ps.learning_rate=1`` applies as it is (rl-baselines3-zoo's PPO: 4 epochs for
-    LunarLander; the delta is what DD-PPO-style and federated learners exchange)."""
-    minibatches: int = 4
-    """Minibatches per local epoch (with ``epochs > 1``)."""
+    epochs: int = 4
+    """1: the worker sends the gradient of one loss (IMPACT as published; the PS steps Adam
+    at ``learning_rate``). More: the worker runs PPO's epochs on its rollout with an Adam of
+    its own (``local_learning_rate``, ``minibatches`` per epoch, advantages and V-trace
+    targets computed once before the epochs, as PPO does) and sends the parameter delta,
+    which the PS applies with SGD at ``delta_rate`` (rl-baselines3-zoo's PPO: 4 epochs for
+    LunarLander; the delta is what DD-PPO-style and federated learners exchange). One
+    gradient per rollout starved LunarLander-v3 of optimiser steps (docs/results.md)."""
+    minibatches: int = 16
+    """Minibatches per local epoch (with ``epochs > 1``): 16 of 64 transitions
+    (rl-baselines3-zoo's LunarLander batch_size 64)."""
     local_learning_rate: float = 3e-4
     """The worker's own Adam step size for the local epochs (rl-baselines3-zoo PPO: 3e-4)."""
     delta_rate: float = 0.5
@@ -144,7 +155,7 @@ class ImpactConfig:
     size under ``ps.optimizer=auto``). 1 moves the PS to the worker's improved weights;
     with 8 workers, whose deltas from nearly the same weights land one after another,
     0.5 learned LunarLander-v3 where 1 was unstable (docs/results.md)."""
-    trust_region: str = "behaviour"
+    trust_region: str = "refreshed"
     """Local epochs: what the clipped ratio is taken against. ``behaviour``: mu, the policy
     that acted, as synchronous PPO does (while a worker collects, the other workers' deltas
     move the weights, so the ratio starts away from 1 and the clip brakes each worker's move
