@@ -5,13 +5,21 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from olaf.drl.impact import ImpactConfig, ImpactWorker, clip_grad_norms, clipped_surrogate, vtrace
+from olaf.drl.impact import (
+    LUNAR_LANDER,
+    ImpactConfig,
+    ImpactWorker,
+    clip_grad_norms,
+    clipped_surrogate,
+    vtrace,
+)
 from olaf.drl.learners import algo_config
 from olaf.drl.model import ActorCritic
 from tests.inproc_training import train_round_robin
@@ -257,9 +265,8 @@ def test_bad_hyperparameters_exit_2_with_one_line(flags: list[str], message: str
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("cfg", [ImpactConfig(), ImpactConfig(epochs=1, hidden=32, rollout_steps=32,
-                                                                envs_per_worker=4)],
-                         ids=["deltas-sgd", "gradients-adam"])
+@pytest.mark.parametrize("cfg", [ImpactConfig(), replace(LUNAR_LANDER, envs_per_worker=2, minibatches=8)],
+                         ids=["gradients-adam", "deltas-sgd"])
 def test_impact_learns_cartpole_through_the_block_wise_ps(cfg: ImpactConfig) -> None:
     """Workers take turns against the block-wise PS in one process (no network, no clock),
     with the default parameter deltas (SGD at delta_rate) and with one gradient per rollout
@@ -292,3 +299,17 @@ def test_target_defaults_to_the_environments_reward_threshold() -> None:
     add_run_arguments(parser, duration=10)
     assert resolve_target(parser.parse_args([])) == 475.0
     assert resolve_target(parser.parse_args(["--target-reward", "300"])) == 300.0
+
+
+def test_the_documented_lunar_lander_flags_give_lunar_lander() -> None:
+    # docs/learner.md and docs/results.md give LUNAR_LANDER as flags: the same learner.
+    from olaf.drl.cli_args import add_run_arguments, config_from_args
+
+    doc = (ROOT / "docs" / "learner.md").read_text()
+    line = next(ln for ln in doc.splitlines() if ln.strip().startswith("L=\"--hidden 64"))
+    flags = line.split('"')[1].split()
+    parser = argparse.ArgumentParser()
+    add_run_arguments(parser, duration=10.0)
+    cfg = config_from_args(parser.parse_args(flags), mode="olaf", seed=0, target=None)
+    assert cfg.impact == LUNAR_LANDER
+    assert cfg.capacity >= 154 and cfg.pull_rate > 1000  # holds a whole update, no congestion

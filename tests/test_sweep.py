@@ -33,9 +33,8 @@ def test_the_small_sweep_runs_resumes_and_draws(tmp_path: Path,
     assert {r["mode"] for r in table} == {"olaf", "fifo"}
     assert {r["clock"] for r in table} == {"simulated"}
     assert all(int(r["env_steps"]) >= 1500 for r in table)
-    # D = 10 updates of 144 blocks (the default CartPole model, 9,155 values) is 1,440
-    # slots for both modes.
-    assert {r["capacity"] for r in table if r["depth"] == "10"} == {"1440"}
+    # D = 10 gradients of 40 blocks is 400 slots for both modes.
+    assert {r["capacity"] for r in table if r["depth"] == "10"} == {"400"}
     png = out / "heatmap-w4-k1-fifo.png"
     assert png.exists() and png.stat().st_size > 10_000
     # Drop two finished cells: a restart runs exactly those two.

@@ -25,7 +25,7 @@ HELP = "run the DRL experiment (or synthetic traffic) on a Mininet topology (nee
 # parser does not import the wire format (scapy).
 RUN_DEFAULTS = SimpleNamespace(env_id="CartPole-v1", pull_rate=1000.0, capacity=64, values=64,
                                algo="impact")
-LEARNER_DEFAULTS = SimpleNamespace(hidden=64)
+LEARNER_DEFAULTS = SimpleNamespace(hidden=32)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

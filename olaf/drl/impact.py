@@ -3,9 +3,9 @@
 IMPACT (Luo et al., ICLR 2020) is IMPALA's actor-learner split (Espeholt et al., 2018)
 with PPO's clipped surrogate. Here every worker is its own learner: it sends its update
 through the switch and the parameter server applies it (olaf.drl.server). By default the
-update is the parameter delta of PPO's local epochs (step 4), which the PS applies with
-SGD at ``delta_rate``; with ``epochs=1`` it is one gradient, which the PS applies with
-Adam, as IMPACT does. The update is made in these steps:
+update is one gradient, which the PS applies with Adam, as IMPACT does; with local epochs
+(step 4, ``LUNAR_LANDER``) it is the parameter delta of PPO's epochs, which the PS applies
+with SGD at ``delta_rate``. The update is made in these steps:
 
 1. **Experience** (``collect``): ``envs_per_worker`` environments (gymnasium.vector)
    act ``rollout_steps`` times with the behaviour policy ``mu`` (the weights the worker
@@ -26,7 +26,7 @@ Adam, as IMPACT does. The update is made in these steps:
    The actor's and the critic's gradients are clipped to their own L2 norms (they are
    separate networks, olaf.drl.model), and the two are sent as one flat vector.
 
-4. **Local epochs** (``epochs > 1``, the default): instead of one gradient, the worker
+4. **Local epochs** (``epochs > 1``): instead of one gradient, the worker
    runs PPO's update on its rollout with an Adam of its own: V-trace targets and
    advantages once at theta, then ``epochs`` passes of ``minibatches`` shuffled
    minibatches of the surrogate, each clipped per network. The ratio is taken against
@@ -83,27 +83,24 @@ class ImpactConfig:
     """Hyperparameters of the IMPACT learner (olaf.drl.impact), each with where its default
     comes from. Set any of them with ``olaf run --set algo.NAME=VALUE``."""
 
-    hidden: int = 64
-    """Width of the two tanh hidden layers of the actor and of the critic (CleanRL's PPO and
-    rl-baselines3-zoo's MlpPolicy: 64). A CartPole update is then 144 blocks of 64 values,
-    LunarLander's 149; 32 (40 and 45 blocks) did not learn LunarLander-v3 in 1M steps."""
-    rollout_steps: int = 256
-    """Steps per environment per update. With 4 environments, 4 epochs of 16 minibatches,
-    a worker takes one optimiser step per 16 env steps in minibatches of 64, as
-    rl-baselines3-zoo's LunarLander PPO (16 envs x 1024 steps, batch 64, 4 epochs); the
-    zoo's own 16 x 1024 through one worker learned LunarLander-v3 too, 8 workers of
-    2 x 1024 did not (docs/results.md). IMPALA's unroll is 20 for one gradient."""
+    hidden: int = 32
+    """Width of the two tanh hidden layers of the actor and of the critic. CleanRL's PPO
+    uses 64 (and LUNAR_LANDER below); 32 keeps a CartPole gradient at 40 blocks of 64
+    values, and the PS's pull rate counts blocks: at 64 an update is 144 blocks, more than
+    the default queue's 64 slots hold (docs/results.md)."""
+    rollout_steps: int = 32
+    """Steps per environment per update (IMPALA's unroll length is 20, RLlib APPO's
+    rollout_fragment_length 50; 32 as the A2C learner)."""
     envs_per_worker: int = 4
     """Environments a worker steps together (gymnasium.vector), so one update carries
-    ``envs_per_worker * rollout_steps`` transitions: 1,024 (2 x 256 solved LunarLander-v3
-    on 2 seeds of 5, 4 x 256 on more, docs/results.md; CleanRL PPO's CartPole num_envs 4)."""
-    gamma: float = 0.999
-    """Discount factor (rl-baselines3-zoo's LunarLander PPO: 0.999; IMPALA and CleanRL's
-    CartPole PPO 0.99, with which LunarLander's landing bonus is too far ahead)."""
-    vtrace_lambda: float = 0.98
+    ``envs_per_worker * rollout_steps`` transitions (CleanRL PPO's CartPole num_envs = 4)."""
+    gamma: float = 0.99
+    """Discount factor (IMPALA, CleanRL PPO, RLlib APPO; rl-baselines3-zoo's LunarLander
+    PPO 0.999, as LUNAR_LANDER)."""
+    vtrace_lambda: float = 0.95
     """lambda of V-trace's traces ``c_s = lambda * min(c_bar, ratio)`` (IMPALA §4.2 allows
-    lambda < 1; V-trace reduces to GAE(lambda) on-policy; rl-baselines3-zoo's LunarLander
-    PPO gae_lambda 0.98)."""
+    lambda < 1; 0.95 is CleanRL PPO's gae_lambda, to which V-trace reduces on-policy;
+    rl-baselines3-zoo's LunarLander PPO 0.98)."""
     rho_bar: float = 1.0
     """Truncation of V-trace's importance weights in the value targets (IMPALA: 1)."""
     c_bar: float = 1.0
@@ -137,17 +134,18 @@ class ImpactConfig:
     """Rewards are multiplied by this in the loss (not in the returns reported): the
     critic's targets then stay near unit scale when rewards are large, as for Pendulum-v1
     (CleanRL's continuous PPO normalises rewards for the same reason)."""
-    epochs: int = 4
+    epochs: int = 1
     """1: the worker sends the gradient of one loss (IMPACT as published; the PS steps Adam
     at ``learning_rate``). More: the worker runs PPO's epochs on its rollout with an Adam of
     its own (``local_learning_rate``, ``minibatches`` per epoch, advantages and V-trace
     targets computed once before the epochs, as PPO does) and sends the parameter delta,
     which the PS applies with SGD at ``delta_rate`` (rl-baselines3-zoo's PPO: 4 epochs for
-    LunarLander; the delta is what DD-PPO-style and federated learners exchange). One
-    gradient per rollout starved LunarLander-v3 of optimiser steps (docs/results.md)."""
-    minibatches: int = 16
-    """Minibatches per local epoch (with ``epochs > 1``): 16 of 64 transitions
-    (rl-baselines3-zoo's LunarLander batch_size 64)."""
+    LunarLander; the delta is what DD-PPO-style and federated learners exchange). The
+    deltas learn LunarLander-v3 where one gradient does not (LUNAR_LANDER), but their
+    updates do not fit the default queue and did not learn CartPole-v1 through it, so 1
+    stays the default (docs/results.md)."""
+    minibatches: int = 4
+    """Minibatches per local epoch (with ``epochs > 1``)."""
     local_learning_rate: float = 3e-4
     """The worker's own Adam step size for the local epochs (rl-baselines3-zoo PPO: 3e-4)."""
     delta_rate: float = 0.5
@@ -321,6 +319,14 @@ def clip_grad_norms(model: ActorCritic, actor_max: float, critic_max: float) -> 
 
 
 # -- the algorithm ------------------------------------------------------------------------
+
+
+LUNAR_LANDER = ImpactConfig(hidden=64, rollout_steps=256, envs_per_worker=4, gamma=0.999,
+                            vtrace_lambda=0.98, epochs=4, minibatches=16)
+"""The learner measured on LunarLander-v3 (docs/results.md, issue 27): rl-baselines3-zoo's
+LunarLander PPO (64-wide networks, gamma 0.999, lambda 0.98, 4 epochs of minibatches of
+64) as local epochs at 8 workers of 4 x 256 steps, half of each delta applied. It needs a
+queue that holds a whole update (154 blocks): ``docs/learner.md`` gives its flags."""
 
 
 class Impact(Algorithm):
