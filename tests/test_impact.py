@@ -265,7 +265,8 @@ def test_bad_hyperparameters_exit_2_with_one_line(flags: list[str], message: str
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("cfg", [ImpactConfig(), replace(LUNAR_LANDER, envs_per_worker=2, minibatches=8)],
+@pytest.mark.parametrize("cfg", [ImpactConfig(), replace(LUNAR_LANDER, envs_per_worker=2,
+                                                          rollout_steps=256, minibatches=8)],
                          ids=["gradients-adam", "deltas-sgd"])
 def test_impact_learns_cartpole_through_the_block_wise_ps(cfg: ImpactConfig) -> None:
     """Workers take turns against the block-wise PS in one process (no network, no clock),

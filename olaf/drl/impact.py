@@ -321,11 +321,11 @@ def clip_grad_norms(model: ActorCritic, actor_max: float, critic_max: float) -> 
 # -- the algorithm ------------------------------------------------------------------------
 
 
-LUNAR_LANDER = ImpactConfig(hidden=64, rollout_steps=256, envs_per_worker=4, gamma=0.999,
-                            vtrace_lambda=0.98, epochs=4, minibatches=16)
+LUNAR_LANDER = ImpactConfig(hidden=64, rollout_steps=1024, envs_per_worker=4, gamma=0.999,
+                            vtrace_lambda=0.98, epochs=4, minibatches=64)
 """The learner measured on LunarLander-v3 (docs/results.md, issue 27): rl-baselines3-zoo's
 LunarLander PPO (64-wide networks, gamma 0.999, lambda 0.98, 4 epochs of minibatches of
-64) as local epochs at 8 workers of 4 x 256 steps, half of each delta applied. It needs a
+64) as local epochs at 8 workers of 4 x 1024 steps, half of each delta applied. It needs a
 queue that holds a whole update (154 blocks): ``docs/learner.md`` gives its flags."""
 
 
