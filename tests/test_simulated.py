@@ -67,3 +67,16 @@ def test_128_workers_take_turns_in_one_process() -> None:
     assert s["env_steps"] >= 128 * 128
     assert len(s["per_worker"]) == 128
     assert all(w["sent"] + w["skipped"] >= 1 for w in s["per_worker"])
+
+
+def test_the_timeline_reports_the_staleness_and_update_age_of_what_the_ps_applied() -> None:
+    # Deep FIFO under oversubscription: applied blocks are versions old.
+    # Slow simulated env steps, so that the run spans several timeline rows.
+    result = run_simulated(short(mode="fifo", egress_rate=30_000.0, buffer_bytes=200 * block_bytes(64),
+                                 step_time_us=2_000.0))
+    rows = [s for s in result.timeline if s.staleness_p50 == s.staleness_p50]  # not NaN
+    assert rows, "no timeline row carries the staleness of the applied blocks"
+    applied = [r[3] for r in result.data]
+    assert max(r.staleness_p99 for r in rows) <= max(applied)
+    assert max(r.staleness_p90 for r in rows) >= 1
+    assert all(r.update_age_p50_ms > 0 for r in rows if r.update_age_p50_ms == r.update_age_p50_ms)

@@ -59,7 +59,7 @@ from dataplane.queue import OlafQueue, QueueConfig
 from olaf.drl.bottleneck import block_bytes
 from olaf.drl.config import RunConfig
 from olaf.drl.controller import RecentRewards, threshold_raw
-from olaf.drl.core import PsApply, Status, TrainingLoop, finish_returns
+from olaf.drl.core import PsApply, RecentDelivery, Status, TrainingLoop, finish_returns
 from olaf.drl.evaluation import Evaluator
 from olaf.drl.learners import algo_config, parameter_server, run_model
 from olaf.drl.policies import RunPolicies
@@ -132,6 +132,7 @@ class Simulated:
         self.apply.data = result.data
         self.aom = AoMTracker(start_us=0, workers=min(cfg.workers, MAX_WORKER_BITS),
                               clock=self.now_us)
+        self.delivery = RecentDelivery(self.apply.data, lambda: self.aom.series.ages_ms)
         size = block_bytes(cfg.values)
         self.block_bytes = size
         self.uplink_ns = size / cfg.uplink_rate * NS if cfg.uplink_rate else 0.0
@@ -212,10 +213,11 @@ class Simulated:
     def status(self) -> Status:
         self.aom.advance(self.now_us())
         tail = self.aom.series.global_ms
+        staleness, ages = self.delivery.take()
         return Status(aom_ms=float(tail[-1]) if len(tail) else math.nan,
                       occupied=self.queue.occupied, outcomes=self.outcomes(),
                       model_version=self.ps.model_version, blocks_applied=self.ps.blocks_applied,
-                      active_workers=self.cfg.workers)
+                      active_workers=self.cfg.workers, staleness=staleness, update_age_ms=ages)
 
     def tick(self, loop: TrainingLoop, elapsed: float) -> None:
         self.policies.tick(self.seconds())
