@@ -201,6 +201,38 @@ def test_local_epochs_anchor_the_clip_at_the_refreshed_weights_and_weigh_by_rho(
         assert np.linalg.norm(off_policy - on_policy) > 0.1 * np.linalg.norm(on_policy)
 
 
+def test_anneal_lr_takes_the_local_step_size_linearly_down_over_the_workers_budget() -> None:
+    from olaf.drl.config import RunConfig
+    from olaf.drl.learners import make_algorithm
+
+    cfg = ImpactConfig(envs_per_worker=2, rollout_steps=16, epochs=2, minibatches=2,
+                       local_learning_rate=1e-3, anneal_lr=True)
+    # The worker's share of the run's budget: 8 workers of 1M env steps, 125k each.
+    assert make_algorithm(RunConfig(impact=cfg, workers=8, total_steps=1_000_000)).budget_steps == 125_000
+    worker = ImpactWorker("CartPole-v1", 0, cfg, seed=0)
+    try:
+        algo = worker.algorithm
+        algo.budget_steps = 4 * 32  # four rollouts of 2 x 16 steps
+        rates = []
+        for _ in range(5):
+            batch = worker.experience.collect(worker.model).batch
+            delta, _ = algo.local_update(worker.model, batch)
+            rates.append(algo.optimizer.param_groups[0]["lr"])
+        assert rates == pytest.approx([1e-3, 0.75e-3, 0.5e-3, 0.25e-3, 0.0])
+        assert np.linalg.norm(delta) == 0  # past its budget a worker no longer moves
+        # Off (the default), the rate stays.
+        steady = ImpactWorker("CartPole-v1", 1, replace(cfg, anneal_lr=False), seed=0)
+        try:
+            steady.algorithm.budget_steps = 32
+            for _ in range(3):
+                steady.algorithm.local_update(steady.model, steady.experience.collect(steady.model).batch)
+            assert steady.algorithm.optimizer.param_groups[0]["lr"] == 1e-3
+        finally:
+            steady.close()
+    finally:
+        worker.close()
+
+
 def test_worker_refreshes_weights_before_the_loss_and_stamps_their_version() -> None:
     cfg = ImpactConfig(envs_per_worker=3, rollout_steps=8)
     worker = ImpactWorker("CartPole-v1", 0, cfg, seed=0)

@@ -222,19 +222,19 @@ def restore_metrics(result: RunResult, ckpt: Checkpoint) -> None:
     """The checkpoint's learning curve and counters, so the resumed run continues them."""
     m = ckpt.metrics
 
-    def rows(key: str, ints: tuple[int, ...], width: int = 5) -> list[tuple]:
-        stored = np.asarray(m.get(key, np.zeros((0, width))), np.float64)
-        if key == "evaluations" and stored.size and stored.shape[-1] == 5:
-            # Written before evaluations were both policies': those were greedy ones.
-            stored = stored.reshape(-1, 5)
-            nan = np.full((len(stored), 2), math.nan)
-            stored = np.hstack([stored, stored[:, 2:4], nan])
+    def rows(stored: np.ndarray, ints: tuple[int, ...], width: int = 5) -> list[tuple]:
         return [tuple(int(v) if i in ints else float(v) for i, v in enumerate(r))
-                for r in stored.reshape(-1, width).tolist()]
+                for r in np.asarray(stored, np.float64).reshape(-1, width).tolist()]
 
-    result.episodes = rows("episodes", (1, 2, 4))
-    result.evaluations = rows("evaluations", (1, 4), len(EVALUATION_COLUMNS))
-    result.data = rows("data", (1, 2, 3))
+    evaluations = np.asarray(m.get("evaluations", np.zeros((0, 5))), np.float64)
+    if evaluations.size and evaluations.shape[-1] == 5:
+        # Written before evaluations were both policies': those were greedy ones.
+        evaluations = evaluations.reshape(-1, 5)
+        nan = np.full((len(evaluations), 2), math.nan)
+        evaluations = np.hstack([evaluations, evaluations[:, 2:4], nan])
+    result.episodes = rows(m.get("episodes", np.zeros((0, 5))), (1, 2, 4))
+    result.evaluations = rows(evaluations, (1, 4), len(EVALUATION_COLUMNS))
+    result.data = rows(m.get("data", np.zeros((0, 5))), (1, 2, 3))
     result.aom_t_ms = np.asarray(m.get("aom_t_ms", np.zeros(0)), np.float64)
     result.aom_global_ms = np.asarray(m.get("aom_global_ms", np.zeros(0)), np.float64)
     result.update_age_ms = np.asarray(m.get("update_age_ms", np.zeros(0)), np.float64)

@@ -53,20 +53,14 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, duration: float | None
     parser.add_argument("--feedback-ttl-ms", type=float, default=d.feedback_ttl_ms, metavar="MS",
                         help="workers' P_s: ACK feedback older than this no longer counts and the "
                         f"next update is a probe, DESIGN.md §4 (default {d.feedback_ttl_ms:g})")
-    if duration is None:
-        # None: "not given", so that run_budget can tell an explicit --total-steps apart.
-        parser.add_argument("--total-steps", type=int, default=None,
-                            help=f"budget in environment steps, all workers (default "
-                            f"{total_steps:,})")
-        parser.add_argument("--duration", type=float, default=None,
-                            help="wall-clock cap in seconds (default: none when --total-steps "
-                            f"is given, else {d.duration:g})")
-    else:
-        parser.add_argument("--total-steps", type=int, default=total_steps,
-                            help=f"budget in environment steps, all workers (default "
-                            f"{total_steps:,})")
-        parser.add_argument("--duration", type=float, default=duration,
-                            help=f"wall-clock cap in seconds (default {duration:g})")
+    # olaf run (duration None) leaves both None, "not given", so that run_budget can tell an
+    # explicit --total-steps apart.
+    budget_help = (f"default: none when --total-steps is given, else {d.duration:g}"
+                   if duration is None else f"default {duration:g}")
+    parser.add_argument("--total-steps", type=int, default=None if duration is None else total_steps,
+                        help=f"budget in environment steps, all workers (default {total_steps:,})")
+    parser.add_argument("--duration", type=float, default=duration,
+                        help=f"wall-clock cap in seconds ({budget_help})")
     parser.add_argument("--target-reward", type=float, default=None, help=TARGET_HELP)
     parser.add_argument("--eval-every", type=int, default=d.eval_every,
                         help=f"env steps between evaluations (default {d.eval_every:,})")

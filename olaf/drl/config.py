@@ -41,7 +41,6 @@ def _beside_its_code(module: str, name: str) -> Callable[[], Any]:
     def make() -> Any:
         return getattr(importlib.import_module(module), name)()
 
-    make.__qualname__ = name
     return make
 
 

@@ -153,6 +153,11 @@ class ImpactConfig:
     size under ``ps.optimizer=auto``). 1 moves the PS to the worker's improved weights;
     with 8 workers, whose deltas from nearly the same weights land one after another,
     0.5 learned LunarLander-v3 where 1 was unstable (docs/results.md)."""
+    anneal_lr: bool = False
+    """Local epochs: the local Adam's step size falls linearly from ``local_learning_rate``
+    toward 0 over the worker's share of the run's env-step budget (``total_steps /
+    workers``), as CleanRL's PPO anneals over its budget (``anneal_lr``, on by default
+    there; rl-baselines3-zoo's LunarLander PPO keeps it constant)."""
     trust_region: str = "refreshed"
     """Local epochs: what the clipped ratio is taken against. ``behaviour``: mu, the policy
     that acted, as synchronous PPO does (while a worker collects, the other workers' deltas
@@ -337,10 +342,15 @@ class Impact(Algorithm):
     refresh_before_loss = True
     config: ImpactConfig
 
-    def __init__(self, config: ImpactConfig | None = None) -> None:
+    def __init__(self, config: ImpactConfig | None = None, budget_steps: int = 0) -> None:
+        """``budget_steps``: this worker's share of the run's env steps, over which
+        ``anneal_lr`` anneals (0: no schedule)."""
         super().__init__(config)
         self.optimizer: torch.optim.Optimizer | None = None
         """The worker's own Adam for the local epochs (``epochs > 1``)."""
+        self.budget_steps = budget_steps
+        self.steps_learned = 0
+        """Env steps of the rollouts the local epochs have learned from."""
 
     def make_model(self, observation_space: gym.Space, action_space: gym.Space) -> ActorCritic:
         return ActorCritic.for_spaces(observation_space, action_space, self.config.hidden)
@@ -374,21 +384,28 @@ class Impact(Algorithm):
             # only its weights are replaced by the PS's.
             self.optimizer = torch.optim.Adam(model.parameters(), lr=cfg.local_learning_rate,
                                               eps=cfg.adam_eps)
+        if cfg.anneal_lr and self.budget_steps:
+            # CleanRL's schedule: the first update at the full rate, then linearly down.
+            frac = max(0.0, 1.0 - self.steps_learned / self.budget_steps)
+            for group in self.optimizer.param_groups:
+                group["lr"] = cfg.local_learning_rate * frac
         before = flat_parameters(model)
         obs = torch.from_numpy(batch.obs)
         actions = torch.from_numpy(batch.actions)
         vs, advantages, refreshed = vtrace_targets(model, batch, cfg)
         batch.advantages = advantages.numpy()
         steps = advantages.numel()
+        self.steps_learned += steps
         behaviour = torch.from_numpy(batch.behaviour_log_probs)
         if cfg.trust_region == "refreshed":
             anchor, weights = refreshed, (refreshed - behaviour).exp().clamp(max=cfg.rho_bar)
         else:
-            anchor, weights = behaviour, torch.ones_like(behaviour)
+            anchor, weights = behaviour, None
         flat = {"obs": obs.reshape(steps, *obs.shape[2:]),
                 "actions": actions.reshape(steps, *actions.shape[2:]),
-                "anchor": anchor.reshape(steps), "weights": weights.reshape(steps),
-                "adv": advantages.reshape(steps), "vs": vs.reshape(steps)}
+                "anchor": anchor.reshape(steps), "adv": advantages.reshape(steps),
+                "vs": vs.reshape(steps)}
+        flat_weights = None if weights is None else weights.reshape(steps)
         size = max(1, steps // cfg.minibatches)
         stats: dict[str, float] = {}
         for _ in range(cfg.epochs):
@@ -397,7 +414,7 @@ class Impact(Algorithm):
                 mb = order[lo:lo + size]
                 loss, stats = surrogate_loss(model, flat["obs"][mb], flat["actions"][mb],
                                              flat["anchor"][mb], flat["adv"][mb], flat["vs"][mb],
-                                             cfg, flat["weights"][mb])
+                                             cfg, None if flat_weights is None else flat_weights[mb])
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 actor, critic = clip_grad_norms(model, cfg.actor_max_grad_norm, cfg.critic_max_grad_norm)

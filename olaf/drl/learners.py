@@ -56,7 +56,7 @@ def algo_config(cfg: RunConfig) -> Any:
 def make_algorithm(cfg: RunConfig) -> Algorithm:
     """The run's algorithm with its hyperparameters from ``cfg``."""
     if cfg.algo == "impact":
-        return Impact(cfg.impact)
+        return Impact(cfg.impact, budget_steps=cfg.total_steps // cfg.workers)
     if cfg.algo == "a2c":
         # Staleness-aware aggregation pairs with the truncated importance-weighted loss.
         rho = cfg.staleness.rho if cfg.aggregation == "staleness-aware" else None
