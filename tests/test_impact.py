@@ -346,3 +346,32 @@ def test_the_documented_lunar_lander_flags_give_lunar_lander() -> None:
     cfg = config_from_args(parser.parse_args(flags), mode="olaf", seed=0, target=None)
     assert cfg.impact == LUNAR_LANDER
     assert cfg.capacity >= 154 and cfg.pull_rate > 1000  # holds a whole update, no congestion
+
+
+def test_lunar_lander_gets_its_own_learner_and_a_queue_that_holds_its_updates() -> None:
+    # olaf run --env LunarLander-v3 trains LUNAR_LANDER (the zoo's way: settings per env),
+    # through a queue that holds its 154-block updates; flags still apply on top.
+    from olaf.commands.sweep import with_env_learner
+    from olaf.drl.cli_args import add_run_arguments, config_from_args
+    from olaf.drl.config import RunConfig
+
+    parser = argparse.ArgumentParser()
+    add_run_arguments(parser, duration=None)
+
+    def config(*flags: str) -> RunConfig:
+        return config_from_args(parser.parse_args(list(flags)), mode="olaf", seed=0, target=None)
+
+    lunar = config("--env", "LunarLander-v3")
+    assert lunar.impact == LUNAR_LANDER and lunar.capacity == 2048
+    assert config("--env", "LunarLander-v3", "--capacity", "300").capacity == 300
+    assert config("--env", "LunarLander-v3", "--hidden", "32").impact == replace(LUNAR_LANDER, hidden=32)
+    # A buffer in bytes replaces the capacity, as for every environment.
+    assert config("--env", "LunarLander-v3", "--buffer-bytes", "29200").capacity == 100
+    default = RunConfig()
+    cartpole = config()
+    assert cartpole.impact == default.impact and cartpole.capacity == default.capacity
+    a2c = config("--env", "LunarLander-v3", "--algo", "a2c")
+    assert a2c.impact == default.impact and a2c.capacity == default.capacity
+    # olaf sweep trains the same learner on that environment.
+    assert with_env_learner({"env_id": "LunarLander-v3"})["impact"] == LUNAR_LANDER
+    assert "impact" not in with_env_learner({"env_id": "CartPole-v1"})

@@ -196,6 +196,18 @@ def config_of(sweep: Sweep, cell: dict[str, Any], blocks: int) -> Any:
     return dataclasses.replace(cfg, buffer_bytes=int(buffer), egress_rate=egress)
 
 
+def with_env_learner(base: dict[str, Any]) -> dict[str, Any]:
+    """``[run]`` with the environment's own IMPACT settings (``learners.ENV_LEARNERS``), the
+    learner ``olaf run --env ID`` trains; the grid sets the buffer, so not its capacity."""
+    # torch: the learners' module, imported once the sweep is known good.
+    from olaf.drl.learners import ENV_LEARNERS
+
+    preset = ENV_LEARNERS.get(base.get("env_id", run_defaults().env_id))
+    if preset is None or base.get("algo", "impact") != "impact":
+        return base
+    return {**base, "impact": preset.impact}
+
+
 def nominal_turn_s(cfg: Any) -> float:
     """A worker's turn in the virtual clock's time model at factor 1: its rollout's env
     steps times ``step_time_us`` plus ``compute_time_us``."""
@@ -399,6 +411,7 @@ def run(args: argparse.Namespace) -> int:
         sweep = load(args.file, args.out)
     except ValueError as exc:
         usage_error(f"olaf sweep: error: {exc}")
+    sweep = dataclasses.replace(sweep, base=with_env_learner(sweep.base))
     sweep.out.mkdir(parents=True, exist_ok=True)
     csv_path = sweep.out / "sweep.csv"
     console = Console()

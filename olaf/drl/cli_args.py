@@ -44,8 +44,9 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, duration: float | None
                         help="worker processes hosting them round-robin (default: min(workers, 2))")
     parser.add_argument("--pull-rate", type=float, default=d.pull_rate,
                         help=f"PULLs/s of the PS, the bottleneck in blocks/s (default {d.pull_rate:g})")
-    parser.add_argument("--capacity", type=int, default=d.capacity,
-                        help=f"switch queue slots (default {d.capacity})")
+    parser.add_argument("--capacity", type=int, default=None,
+                        help=f"switch queue slots (default {d.capacity}, or what the environment's "
+                        "learner needs: docs/learner.md)")
     parser.add_argument("--values", type=int, default=d.values,
                         help=f"V, values per block (default {d.values})")
     parser.add_argument("--shuffle-blocks", action="store_true",
@@ -232,7 +233,7 @@ def config_from_args(args: argparse.Namespace, *, mode: str, seed: int,
         return RunConfig(env_id=args.env, workers=args.workers, processes=args.processes,
                          mode=mode, always_send=always_send,
                          feedback_ttl_ms=args.feedback_ttl_ms,
-                         pull_rate=args.pull_rate, capacity=args.capacity,
+                         pull_rate=args.pull_rate, capacity=queue_capacity(args),
                          values=args.values, shuffle_blocks=args.shuffle_blocks,
                          duration=duration, total_steps=total_steps,
                          eval_every=args.eval_every, eval_episodes=args.eval_episodes,
@@ -245,6 +246,23 @@ def config_from_args(args: argparse.Namespace, *, mode: str, seed: int,
         usage_error(f"olaf: error: {exc}")
 
 
+def env_learner(args: argparse.Namespace) -> Any:
+    """The environment's own IMPACT settings (``learners.ENV_LEARNERS``) if the run trains
+    IMPACT there, else None."""
+    from olaf.drl.learners import ENV_LEARNERS  # torch: only once a run is being built
+
+    return ENV_LEARNERS.get(args.env) if args.algo == "impact" else None
+
+
+def queue_capacity(args: argparse.Namespace) -> int:
+    """--capacity, else the environment's learner's, else RunConfig's (a buffer in bytes,
+    if given, replaces it in RunConfig)."""
+    if args.capacity is not None:
+        return args.capacity
+    preset = env_learner(args)
+    return preset.capacity if preset is not None else run_defaults().capacity
+
+
 def algo_configs(args: argparse.Namespace, items: list[str],
                  defaults: RunConfig) -> tuple[ImpactConfig, A2CConfig]:
     """The two learners' configurations, the selected one with the flags and ``--set`` applied."""
@@ -253,7 +271,9 @@ def algo_configs(args: argparse.Namespace, items: list[str],
         common["learning_rate"] = args.lr
     if args.hidden is not None:
         common["hidden"] = args.hidden
-    impact, a2c = defaults.impact, defaults.learner
+    preset = env_learner(args)
+    impact = defaults.impact if preset is None else preset.impact
+    a2c = defaults.learner
     if args.algo not in ALGOS:
         if args.envs_per_worker is not None:
             raise ValueError("--envs-per-worker is an option of --algo impact")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 from torch import nn
@@ -13,9 +14,27 @@ from torch import nn
 from olaf.algorithm import Algorithm, Worker, flat_parameters, initial_model
 from olaf.drl.a2c import A2C
 from olaf.drl.config import ALGOS, RunConfig
-from olaf.drl.impact import Impact
+from olaf.drl.impact import LUNAR_LANDER, Impact, ImpactConfig
 from olaf.drl.server import ParameterServer
 from olaf.drl.settings import with_settings
+
+
+@dataclass(frozen=True)
+class EnvLearner:
+    """IMPACT's settings for an environment its defaults do not learn, as rl-baselines3-zoo
+    keeps one set per environment: ``olaf run --env ID`` starts from them, and the flags
+    apply on top."""
+
+    impact: ImpactConfig
+    capacity: int
+    """Queue slots when neither --capacity nor a buffer is given: the learner's updates are
+    larger than the default queue (a delta learner needs D >= 1, docs/results.md)."""
+
+
+ENV_LEARNERS: dict[str, EnvLearner] = {
+    # 154-block updates; 2,048 slots hold one from each of 8 workers, even in a FIFO.
+    "LunarLander-v3": EnvLearner(LUNAR_LANDER, capacity=2048),
+}
 
 
 def load_algorithm(spec: str) -> type[Algorithm]:
