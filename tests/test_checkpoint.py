@@ -110,6 +110,106 @@ def test_evaluation_rows_of_both_policies_round_trip_and_older_ones_still_restor
     assert row[:7] == (2.0, 100, 9.5, 1.0, 7, 9.5, 1.0) and math.isnan(row[7])
 
 
+def test_timeline_rows_of_both_policies_round_trip_and_older_ones_still_restore(
+        tmp_path: Path) -> None:
+    import csv
+    import math
+    from dataclasses import asdict
+
+    from olaf.drl.report import write_metrics
+    from olaf.drl.results import RunResult, Snapshot
+
+    cfg = RunConfig(eval_policy="stochastic")
+    snap = Snapshot(elapsed=1.0, env_steps=100, episodes=3, mean_return=20.0, aom_ms=4.0,
+                    occupied=1, capacity=8, outcomes={"MERGED": 2}, model_version=7,
+                    blocks_applied=9, threshold=None, updates_sent=5, updates_skipped=1,
+                    eval_return=30.0, eval_greedy=12.0, eval_stochastic=30.0)
+    ck.save(tmp_path, ck.Checkpoint(config=cfg, ps=_ps(0).state(), env_steps=100, elapsed=1.0,
+                                    timeline=[asdict(snap)]))
+
+    def timeline_csv(ckpt: ck.Checkpoint, out: Path) -> dict[str, str]:
+        resumed = RunResult(cfg)
+        ck.restore_metrics(resumed, ckpt)
+        (row,) = resumed.timeline
+        write_metrics(resumed, out)
+        with (out / "timeline.csv").open() as f:
+            (cells,) = csv.DictReader(f)
+        return {"eval_greedy": row.eval_greedy, "eval_stochastic": row.eval_stochastic, **cells}
+
+    got = timeline_csv(ck.load(tmp_path), tmp_path / "new")
+    assert (got["eval_greedy"], got["eval_stochastic"]) == (12.0, 30.0)
+    assert (got["eval_return"], got["greedy_eval_return"], got["stochastic_eval_return"]) == (
+        "30.0", "12.0", "30.0")
+    # A row written before evaluations were both policies' (the Snapshot fields of then):
+    # it restores, its eval_return was greedy, and it had no stochastic one.
+    old_fields = ("elapsed", "env_steps", "episodes", "mean_return", "aom_ms", "occupied",
+                  "capacity", "outcomes", "model_version", "blocks_applied", "threshold",
+                  "updates_sent", "updates_skipped", "updates_probes", "p_s_mean", "eval_return",
+                  "learner", "active_workers", "restarts")
+    old_row = {k: v for k, v in asdict(replace(snap, eval_return=12.0)).items() if k in old_fields}
+    old = replace(ck.load(tmp_path), timeline=[old_row])
+    got = timeline_csv(old, tmp_path / "old")
+    assert got["eval_greedy"] == 12.0 and math.isnan(got["eval_stochastic"])
+    assert (got["eval_return"], got["greedy_eval_return"], got["stochastic_eval_return"]) == (
+        "12.0", "12.0", "")
+
+
+@pytest.mark.parametrize("policy", ["greedy", "stochastic"])
+def test_olaf_eval_reports_both_policies_on_the_run_s_seeds_and_names_the_configured_one(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], policy: str) -> None:
+    import argparse
+
+    from olaf.algorithm import flat_parameters
+    from olaf.commands import eval as olaf_eval_command
+    from olaf.drl.evaluation import Evaluator, evaluate_policy
+    from olaf.drl.learners import parameter_server, run_model
+
+    def olaf_eval(ckdir: Path, *flags: str) -> str:
+        parser = argparse.ArgumentParser()
+        olaf_eval_command.add_arguments(parser)
+        assert olaf_eval_command.run(parser.parse_args([str(ckdir), *flags])) == 0
+        return capsys.readouterr().out
+
+    def checkpoint(cfg: RunConfig, ckdir: Path) -> np.ndarray:
+        model = run_model(cfg)  # a fresh policy: greedy ~10 on CartPole, sampled ~22
+        ck.save(ckdir, ck.Checkpoint(config=cfg, ps=parameter_server(cfg, model).state(),
+                                     env_steps=100, elapsed=1.0))
+        return flat_parameters(model)
+
+    cfg = RunConfig(eval_episodes=4, seed=3, eval_policy=policy)
+    weights = checkpoint(cfg, tmp_path / "ck")
+    # The run's first evaluation of these weights (a resumed run's first one): the same
+    # seeds, both policies.
+    first = Evaluator(cfg).evaluate(weights)
+    judged = json.loads(olaf_eval(tmp_path / "ck", "--json"))
+    assert judged["eval_policy"] == policy and judged["episodes"] == 4
+    assert (judged["greedy_mean"], judged["greedy_std"]) == (first.greedy_mean, first.greedy_std)
+    assert (judged["stochastic_mean"], judged["stochastic_std"]) == (first.stochastic_mean,
+                                                                     first.stochastic_std)
+    assert judged["greedy_mean"] != judged["stochastic_mean"]
+    # mean and std: the configured policy's, as the run's eval_mean.
+    assert (judged["mean"], judged["std"]) == first.of(policy)
+    text = olaf_eval(tmp_path / "ck").splitlines()
+    assert "4 episodes of each policy" in text[0]
+    lines = {line.split()[0]: line for line in text[1:]}
+    assert lines.keys() == {"greedy", "stochastic"}
+    for name, (mean, std) in (("greedy", first.of("greedy")), ("stochastic", first.of("stochastic"))):
+        assert f"{name} return {mean:.1f} ± {std:.1f}" in lines[name]
+        assert ("(configured: --eval-policy" in lines[name]) == (name == policy), lines[name]
+    # --episodes and --seed still choose the episodes, now of both policies.
+    judged = json.loads(olaf_eval(tmp_path / "ck", "--json", "--episodes", "2", "--seed", "11"))
+    model = run_model(cfg)
+    assert judged["greedy_returns"] == evaluate_policy(model, cfg.env_id, 2, 11).tolist()
+    assert judged["stochastic_returns"] == evaluate_policy(model, cfg.env_id, 2, 11,
+                                                           greedy=False).tolist()
+    # A model that cannot sample: greedy only, said so.
+    plain = RunConfig(algo="tests.test_algorithm_api:_NoBoxes", eval_episodes=2, eval_policy="greedy")
+    checkpoint(plain, tmp_path / "plain")
+    judged = json.loads(olaf_eval(tmp_path / "plain", "--json"))
+    assert judged["greedy_mean"] == judged["mean"] > 0 and judged["stochastic_mean"] is None
+    assert "stochastic return not played" in olaf_eval(tmp_path / "plain")
+
+
 def test_rng_states_round_trip() -> None:
     import random
 

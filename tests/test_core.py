@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -217,3 +219,82 @@ def test_a_timeline_row_carries_the_backend_s_staleness_and_update_age() -> None
     row = loop.sample(0.0)
     assert (row.staleness_p50, row.staleness_p90, row.staleness_p99) == (1.0, 2.0, 3.0)
     assert (row.update_age_p50_ms, row.update_age_p90_ms, row.update_age_p99_ms) == (10.0, 20.0, 30.0)
+
+
+def _distinct_scores(steps: int) -> EvalScores:
+    """Figures that tell the policies and the evaluations apart: greedy steps/10, stochastic
+    half a point more (exact in TensorBoard's float32)."""
+    return EvalScores(steps / 10, 1.0, steps / 10 + 0.5, 2.0)
+
+
+@pytest.mark.parametrize(("policy", "samples"),
+                         [("greedy", True), ("stochastic", True), ("greedy", False)])
+def test_timeline_csv_has_both_policies_latest_evaluation_beside_the_configured_one(
+        tmp_path: Path, policy: str, samples: bool) -> None:
+    import csv
+
+    from olaf.drl.report import write_metrics
+
+    def evaluate(steps: int) -> EvalScores:
+        # A model that cannot sample: its stochastic scores are NaN (Evaluator.evaluate).
+        return _distinct_scores(steps) if samples else EvalScores(steps / 10, 1.0)
+
+    cfg = RunConfig(total_steps=20_000, eval_every=2_000, target_reward=None, duration=1e9,
+                    eval_policy=policy)
+    loop, result = loop_of(cfg, ScriptedBackend(evaluate=evaluate))
+    loop.run()
+    loop.sample(9.0)  # a row after the last evaluation
+    write_metrics(result, tmp_path)
+    with (tmp_path / "timeline.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == len(result.timeline) >= 4
+    # The first row is sampled before the first evaluation answered: nothing to show yet.
+    assert (rows[0]["eval_return"], rows[0]["greedy_eval_return"],
+            rows[0]["stochastic_eval_return"]) == ("", "", "")
+    by_greedy = {e[5]: e for e in result.evaluations}
+    shown = set()
+    for row in rows[1:]:
+        # Each row: the greedy and stochastic means of one evaluation, and eval_return the
+        # configured policy's of that same evaluation.
+        e = by_greedy[float(row["greedy_eval_return"])]
+        shown.add(e[1])
+        if samples:
+            assert float(row["stochastic_eval_return"]) == e[7] == e[5] + 0.5
+        else:
+            assert row["stochastic_eval_return"] == ""
+        assert float(row["eval_return"]) == e[2] == (e[5] if policy == "greedy" else e[7])
+    assert float(rows[-1]["greedy_eval_return"]) == result.evaluations[-1][5]
+    assert len(shown) >= 2  # the columns follow the evaluations, not just the first one
+
+
+def test_tensorboard_logs_both_policies_evaluations_and_the_configured_one_as_before(
+        tmp_path: Path) -> None:
+    from olaf.drl.tensorboard import TensorBoardLog
+    from tests.test_run import _tensorboard_scalars
+
+    def run(policy: str, evaluate: Callable[[int], EvalScores], logdir: Path) -> tuple[
+            RunResult, dict[str, list[tuple[int, float]]]]:
+        cfg = RunConfig(total_steps=2_000, eval_every=500, target_reward=None, duration=1e9,
+                        eval_policy=policy)
+        backend, tb = ScriptedBackend(evaluate=evaluate), TensorBoardLog(logdir)
+        result = RunResult(cfg)
+        TrainingLoop(cfg, result, backend, backend.now(), tb=tb).run()
+        tb.close()
+        (events,) = logdir.glob("events.out.tfevents.*")
+        return result, _tensorboard_scalars(events)
+
+    result, scalars = run("stochastic", _distinct_scores, tmp_path / "both")
+    evals = result.evaluations
+    assert len(evals) >= 3
+    steps = [e[1] for e in evals]
+    for tag, column in [("eval/greedy_return_mean", 5), ("eval/greedy_return_std", 6),
+                        ("eval/stochastic_return_mean", 7), ("eval/stochastic_return_std", 8),
+                        # The tags of older runs: the configured policy's (here stochastic).
+                        ("eval/return_mean", 7), ("eval/return_std", 8)]:
+        assert [s for s, _ in scalars[tag]] == steps, tag
+        assert [v for _, v in scalars[tag]] == [e[column] for e in evals], tag
+    # A model that cannot sample: no stochastic curve (NaN is not logged), greedy as before.
+    result, scalars = run("greedy", lambda steps: EvalScores(steps / 10, 1.0), tmp_path / "greedy")
+    assert [v for _, v in scalars["eval/return_mean"]] == [e[5] for e in result.evaluations]
+    assert scalars["eval/greedy_return_mean"] == scalars["eval/return_mean"]
+    assert not any(tag.startswith("eval/stochastic") for tag in scalars)

@@ -1,4 +1,5 @@
-"""``olaf eval CHECKPOINT``: the greedy policy of a checkpoint, and a GIF of one episode."""
+"""``olaf eval CHECKPOINT``: a checkpoint's weights evaluated as the run evaluates them, greedy
+and stochastic on the same seeds, and a GIF of one greedy episode."""
 
 from __future__ import annotations
 
@@ -8,11 +9,15 @@ import os
 import sys
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from olaf.argtypes import ranged
 
-HELP = "evaluate a run's checkpoint with the greedy policy (and write a GIF of one episode)"
+if TYPE_CHECKING:  # numpy only once the command runs: `olaf --help` stays fast
+    import numpy as np
+
+HELP = ("evaluate a run's checkpoint, greedy and stochastic on the same seeds (and write a GIF "
+        "of one greedy episode)")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -20,8 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a checkpoint directory (olaf run --checkpoint-dir) or its "
                         "checkpoint.npz")
     parser.add_argument("--episodes", type=ranged(1), default=None, metavar="N",
-                        help="greedy episodes, stepped side by side (default: the run's "
-                        "--eval-episodes)")
+                        help="episodes of each policy, greedy and stochastic, stepped side by "
+                        "side (default: the run's --eval-episodes)")
     parser.add_argument("--seed", type=int, default=None,
                         help="seed of the first evaluation environment (default: the seed of the "
                         "run's first evaluation, so the figure is comparable with its curve)")
@@ -82,6 +87,14 @@ def write_gif(frames: list[Any], path: Path, fps: float) -> None:
                    duration=max(20, int(round(1000 / fps))))
 
 
+def score(returns: np.ndarray | None) -> dict[str, Any]:
+    """Mean, std and the returns of one policy's episodes, JSON-ready; all None when the
+    policy was not played (``evaluate_both``: a model that cannot sample), JSON having no NaN."""
+    if returns is None:
+        return {"mean": None, "std": None, "returns": None}
+    return {"mean": float(returns.mean()), "std": float(returns.std()), "returns": returns.tolist()}
+
+
 def run(args: argparse.Namespace) -> int:
     # olaf.drl.checkpoint (zipfile, olaf.drl.results): ~10 ms of imports that every `olaf ...`
     # would pay (cli.py builds every subcommand's parser), so imported when the command runs.
@@ -103,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from olaf.algorithm import initial_model, load_flat_parameters
-    from olaf.drl.evaluation import EVAL_SEED_OFFSET, evaluate_greedy
+    from olaf.drl.evaluation import EVAL_SEED_OFFSET, evaluate_both
     from olaf.drl.learners import make_algorithm
 
     torch.set_num_threads(1)
@@ -116,11 +129,17 @@ def run(args: argparse.Namespace) -> int:
         return fail(f"cannot rebuild the checkpoint's model ({cfg.algo} on {cfg.env_id}): {exc}")
     episodes = args.episodes or cfg.eval_episodes
     seed = args.seed if args.seed is not None else EVAL_SEED_OFFSET + 10_007 * cfg.seed
-    returns = evaluate_greedy(model, cfg.env_id, episodes, seed)
+    # Both policies on the same seeds, as every evaluation of the run plays them.
+    greedy, sampled = evaluate_both(model, cfg.env_id, episodes, seed)
+    scores = {"greedy": score(greedy), "stochastic": score(sampled)}
     out = {"checkpoint": str(args.checkpoint), "env": cfg.env_id, "env_steps": ckpt.env_steps,
            "model_version": ckpt.model_version, "episodes": episodes, "seed": seed,
-           "mean": float(returns.mean()), "std": float(returns.std()),
-           "returns": returns.tolist()}
+           "eval_policy": cfg.eval_policy,
+           # mean, std, returns: the configured policy's, the figures the run's evaluation
+           # of these weights has (they were the greedy ones before both were played).
+           **scores[cfg.eval_policy],
+           **{f"{name}_{key}": value for name, figures in scores.items()
+              for key, value in figures.items()}}
     if args.gif is not None:
         frames, ret, fps = record_episode(model, cfg.env_id, seed)
         write_gif(frames, args.gif, fps)
@@ -129,8 +148,14 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(out))
     else:
         print(f"{cfg.env_id}, checkpoint at {ckpt.env_steps:,} env steps (model version "
-              f"{ckpt.model_version}): greedy return {out['mean']:.1f} ± {out['std']:.1f} over "
-              f"{episodes} episodes (seed {seed})")
+              f"{ckpt.model_version}), {episodes} episodes of each policy (seed {seed}):")
+        for name, figures in scores.items():
+            if figures["returns"] is None:
+                figure = "not played (the model has no act(obs, generator))"
+            else:
+                figure = f"{figures['mean']:.1f} ± {figures['std']:.1f}"
+            mark = f" (configured: --eval-policy {name})" if name == cfg.eval_policy else ""
+            print(f"  {name} return {figure}{mark}")
         if args.gif is not None:
             print(f"wrote {args.gif}: {len(frames)} frames, return {ret:.1f}")
     return 0

@@ -218,6 +218,15 @@ def load(location: str | Path) -> Checkpoint:
                       written_at=float(meta.get("written_at", 0.0)))
 
 
+def timeline_row(row: dict[str, Any]) -> Snapshot:
+    """One checkpoint timeline row as a ``Snapshot``. A row written before evaluations were
+    both policies' has no ``eval_greedy``: its ``eval_return`` was greedy, as its
+    evaluations rows were (see ``restore_metrics``), and it knows no stochastic one."""
+    if "eval_greedy" not in row:
+        row = {**row, "eval_greedy": row.get("eval_return", math.nan)}
+    return Snapshot(**row)
+
+
 def restore_metrics(result: RunResult, ckpt: Checkpoint) -> None:
     """The checkpoint's learning curve and counters, so the resumed run continues them."""
     m = ckpt.metrics
@@ -238,7 +247,7 @@ def restore_metrics(result: RunResult, ckpt: Checkpoint) -> None:
     result.aom_t_ms = np.asarray(m.get("aom_t_ms", np.zeros(0)), np.float64)
     result.aom_global_ms = np.asarray(m.get("aom_global_ms", np.zeros(0)), np.float64)
     result.update_age_ms = np.asarray(m.get("update_age_ms", np.zeros(0)), np.float64)
-    result.timeline = [Snapshot(**row) for row in ckpt.timeline]
+    result.timeline = [timeline_row(row) for row in ckpt.timeline]
     s = ckpt.scalars
     result.time_to_target, result.steps_to_target = s.get("time_to_target"), s.get("steps_to_target")
     result.return_at_target = float(s.get("return_at_target") or math.nan)

@@ -202,7 +202,7 @@ class TrainingLoop:
         result.evaluations.append((elapsed, steps, mean, std, version, *scores))
         self.eval_pending = False
         if self.tb is not None:
-            self.tb.evaluation(mean, std, steps)
+            self.tb.evaluation(scores, self.cfg.eval_policy, steps)
         target = self.cfg.target_reward
         if target is not None and mean >= target and result.time_to_target is None:
             # When the evaluated weights were taken, not when the evaluator finished.

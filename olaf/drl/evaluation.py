@@ -123,6 +123,19 @@ def evaluate_greedy(policy: Any, env_id: str, episodes: int, seed: int) -> np.nd
     return evaluate_policy(policy, env_id, episodes, seed, greedy=True)
 
 
+def evaluate_both(policy: Any, env_id: str, episodes: int,
+                  seed: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """Greedy and stochastic returns of ``episodes`` episodes each on the same environment
+    seeds (``evaluate_policy``); the stochastic ones None when ``policy`` cannot sample.
+
+    What every evaluation of a run plays, and ``olaf eval`` with it, so that the two agree
+    on the same weights and seed."""
+    greedy = evaluate_policy(policy, env_id, episodes, seed, greedy=True)
+    if not can_sample(policy):
+        return greedy, None
+    return greedy, evaluate_policy(policy, env_id, episodes, seed, greedy=False)
+
+
 class Evaluator:
     """Evaluation of a run's weights, greedy and stochastic, each evaluation on seeds of
     its own.
@@ -144,10 +157,9 @@ class Evaluator:
         load_flat_parameters(self.model, weights)
         seed = EVAL_SEED_OFFSET + 10_007 * cfg.seed + self.count * cfg.eval_episodes
         self.count += 1
-        greedy = evaluate_policy(self.model, cfg.env_id, cfg.eval_episodes, seed, greedy=True)
-        if not self.stochastic:
+        greedy, sampled = evaluate_both(self.model, cfg.env_id, cfg.eval_episodes, seed)
+        if sampled is None:
             return EvalScores(float(greedy.mean()), float(greedy.std()))
-        sampled = evaluate_policy(self.model, cfg.env_id, cfg.eval_episodes, seed, greedy=False)
         return EvalScores(float(greedy.mean()), float(greedy.std()),
                           float(sampled.mean()), float(sampled.std()))
 

@@ -6,9 +6,12 @@ Files of one run:
   receiver and switch counters;
 * ``timeline.csv``: one row per sample (elapsed, env steps, mean return, AoM, queue
   occupancy, outcome counts, model version, threshold, updates sent / skipped / probes
-  so far, mean P_s of the workers' draws since the previous sample, staleness and update
-  age p50/p90/p99 of the blocks applied since the previous sample, active workers,
-  worker process restarts so far); a resumed run's files continue its checkpoint's rows;
+  so far, mean P_s of the workers' draws since the previous sample, the latest
+  evaluation's mean return (``eval_return``: the configured policy's; then
+  ``greedy_eval_return`` and ``stochastic_eval_return``, empty before the first and, for
+  a model that cannot sample, stochastic), staleness and update age p50/p90/p99 of the
+  blocks applied since the previous sample, active workers, worker process restarts so
+  far); a resumed run's files continue its checkpoint's rows;
 * ``workers.csv``: per worker, updates sent, skipped and probes, skipped share, mean P_s,
   blocks sent, acknowledged and lost;
 * ``episodes.csv``: every finished episode (time, env steps, worker, return, length);
@@ -40,6 +43,11 @@ LEARNER_COLUMNS = ("policy_loss", "value_loss", "entropy", "actor_grad_norm", "c
 AGE_COLUMNS = ("staleness_p50", "staleness_p90", "staleness_p99", "update_age_p50_ms",
                "update_age_p90_ms", "update_age_p99_ms")
 """Staleness (versions) and update age of the blocks applied since the previous row."""
+EVAL_COLUMNS = (("eval_return", "eval_return"), ("greedy_eval_return", "eval_greedy"),
+                ("stochastic_eval_return", "eval_stochastic"))
+"""(timeline column, ``Snapshot`` field) of the latest evaluation's mean return:
+``eval_return`` stays the configured policy's (the column older readers know), the
+other two are both policies' of the same evaluation."""
 MODE_COLORS = {"olaf": "tab:blue", "fifo": "tab:orange", "olaf-always": "tab:green"}
 
 
@@ -91,13 +99,13 @@ def write_metrics(result: RunResult, out: Path) -> list[Path]:
         paths[1],
         ["elapsed_s", "env_steps", "episodes", "mean_return", "aom_ms", "occupied", "capacity",
          "model_version", "blocks_applied", "threshold", "updates_sent", "updates_skipped",
-         "updates_probes", "p_s_mean", "eval_return", *AGE_COLUMNS, *LEARNER_COLUMNS,
+         "updates_probes", "p_s_mean", *[c for c, _ in EVAL_COLUMNS], *AGE_COLUMNS, *LEARNER_COLUMNS,
          *[n.lower() for n in names], "active_workers", "worker_restarts"],
         [[s.elapsed, s.env_steps, s.episodes, s.mean_return, s.aom_ms, s.occupied, s.capacity,
           s.model_version, s.blocks_applied, "" if s.threshold is None else s.threshold,
           s.updates_sent, s.updates_skipped, s.updates_probes,
           "" if not math.isfinite(s.p_s_mean) else s.p_s_mean,
-          "" if not math.isfinite(s.eval_return) else s.eval_return,
+          *[_cell(getattr(s, f)) for _, f in EVAL_COLUMNS],
           *[_cell(getattr(s, c)) for c in AGE_COLUMNS],
           *[s.learner.get(c, "") for c in LEARNER_COLUMNS],
           *[s.outcomes.get(n, 0) for n in names], s.active_workers, s.restarts]

@@ -1,7 +1,8 @@
 """``--tensorboard DIR``: the run's scalars as TensorBoard event files.
 
 The same figures as the timeline CSV, keyed by environment steps (the x axis RL users
-compare runs on): training and evaluation returns, AoM, queue occupancy and outcomes,
+compare runs on): training returns, evaluation returns (the configured policy's and
+both the greedy and the stochastic one's), AoM, queue occupancy and outcomes,
 the workers' P_s, and the learner's losses and gradient norms.
 """
 
@@ -10,6 +11,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 from typing import Any
+
+from olaf.drl.results import EvalScores
 
 
 class TensorBoardLog:
@@ -48,9 +51,18 @@ class TensorBoardLog:
     def episode(self, ret: float, step: int) -> None:
         self._scalar("train/episode_return", ret, step)
 
-    def evaluation(self, mean: float, std: float, step: int) -> None:
+    def evaluation(self, scores: EvalScores, policy: str, step: int) -> None:
+        """One evaluation: ``eval/return_mean`` and ``_std`` are ``policy``'s (the
+        configured one, ``RunConfig.eval_policy``: the tags older runs have), and both
+        policies' under ``eval/greedy_*`` and ``eval/stochastic_*`` (none for a model that
+        cannot sample: its stochastic scores are NaN)."""
+        mean, std = scores.of(policy)
         self._scalar("eval/return_mean", mean, step)
         self._scalar("eval/return_std", std, step)
+        for name in ("greedy", "stochastic"):
+            mean, std = scores.of(name)
+            self._scalar(f"eval/{name}_return_mean", mean, step)
+            self._scalar(f"eval/{name}_return_std", std, step)
 
     def close(self) -> None:
         self.writer.close()
