@@ -4,9 +4,9 @@ Without root or Mininet only the pure parts run (topology files, routes, the MOD
 weight channel, the relay's rewrite); the network tests skip with the reason. As root
 with Mininet (CI): a 2-worker star through the software switch with synthetic traffic
 (ACK feedback, DATA at the PS), a two-level topology whose updates cross a leaf and the
-spine, and ``olaf testbed run star2`` training the DRL job, each followed by a check that
-no interface, namespace or process of the run is left. The bmv2 variant needs
-``simple_switch_grpc`` and ``p4c``.
+spine, and ``olaf testbed run star2`` training the DRL job (learning asserted through the
+software switch and through bmv2), each followed by a check that no interface, namespace
+or process of the run is left. The bmv2 variants need ``simple_switch_grpc`` and ``p4c``.
 """
 
 from __future__ import annotations
@@ -171,6 +171,36 @@ def test_model_messages_round_trip_in_any_order_with_loss_of_a_stale_version() -
     assert header["msg_type"] == MsgType.MODEL and header["model_version"] == 7 and header["seq"] == 3
 
 
+def test_model_broadcast_is_paced_block_by_block_to_every_worker() -> None:
+    import threading
+    import time
+
+    from olaf.testbed.hosts import send_paced
+
+    class Recorder:
+        def __init__(self) -> None:
+            self.sent: list[tuple[bytes, tuple[str, int], float]] = []
+
+        def sendto(self, row: bytes, addr: tuple[str, int]) -> None:
+            self.sent.append((bytes(row), addr, time.monotonic()))
+
+    rows = model_messages(np.arange(256, dtype=np.float32), 3, 0, values=64, frac_bits=16)
+    addrs = [("10.0.1.1", 1), ("10.0.2.1", 1)]
+    sock = Recorder()
+    begin = time.monotonic()
+    send_paced(sock, rows, addrs, 0.09, threading.Event())
+    # Block 0 to each worker, then block 1, ...: never all of one worker's blocks at once.
+    assert [(r, a) for r, a, _ in sock.sent] == [(bytes(r), a) for r in rows for a in addrs]
+    # Four blocks over 0.09 s: block i leaves no earlier than i * 0.0225 s after the start.
+    for i, (_, _, t) in enumerate(sock.sent):
+        assert t - begin >= (i // 2) * 0.0225 - 1e-3
+    stopped = Recorder()
+    stop = threading.Event()
+    stop.set()
+    send_paced(stopped, rows, addrs, 10.0, stop)  # a stop ends the broadcast at once
+    assert len(stopped.sent) == 2
+
+
 def test_run_config_crosses_to_the_hosts_intact(tmp_path: Path) -> None:
     from olaf.drl.a2c import A2CConfig
     from olaf.drl.config import RunConfig
@@ -313,30 +343,65 @@ def test_two_level_updates_cross_leaf_and_spine(tmp_path: Path) -> None:
     assert all(m is not None for m in ps["aom"]["per_worker"]["mean"][:2])
 
 
+def _processes_mentioning(text: str) -> list[str]:
+    """Live processes whose command line contains ``text`` (a run's own output path)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+            with open(f"/proc/{pid}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if text in cmdline and state != "Z":
+            found.append(f"pid {pid}: {cmdline[:200]}")
+    return found
+
+
+# A learning run on bmv2: 60 s at most, stopped at the greedy target (475) before that.
+# Measured on the 2-core machine at load 6-8 (two other jobs on both cores): 6 of 6 such
+# runs with paced MODEL broadcasts reached a greedy 475 after 9-19 s of training, 30-52 s
+# per test with set-up and teardown (bmv2_topologies/README.md, "Learning through bmv2").
+BMV2_LEARNING_DURATION = 60
+BMV2_GREEDY_FLOOR = 200.0
+"""Best greedy evaluation the bmv2 run must reach: the PS's first weights play 9.3 and a
+uniformly random CartPole policy about 20; a PS that applied nothing, or a switch that
+dropped every update, stays at 9.3."""
+
+
 @needs_mininet
-@pytest.mark.parametrize(("switch", "tag"),
-                         [("soft", "cit"), pytest.param("bmv2", "cib", marks=BMV2_ON_MININET)])
-def test_olaf_testbed_run_trains_across_hosts(switch: str, tag: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("switch", "tag", "duration"),
+                         [("soft", "cit", 15),
+                          pytest.param("bmv2", "cib", BMV2_LEARNING_DURATION, marks=BMV2_ON_MININET)])
+def test_olaf_testbed_run_trains_across_hosts(switch: str, tag: str, duration: int,
+                                              tmp_path: Path) -> None:
     out = tmp_path / "run"
     done = subprocess.run(
         [sys.executable, "-m", "olaf.cli", "testbed", "run", "star2", "--switch", switch,
-         "--duration", "15", "--out", str(out), "--tag", tag],
+         "--duration", str(duration), "--out", str(out), "--tag", tag],
         capture_output=True, text=True, timeout=300, cwd=REPO)
+    # Exit 0 also means the launcher found none of its interfaces, namespaces or processes
+    # left after the teardown; seen from outside as well:
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert _no_trace(tag, []) == []
+    assert _processes_mentioning(str(out)) == []
     summary = json.loads((out / "testbed_summary.json").read_text())
     assert summary["workers"] == 2 and summary["testbed"]["switch"] == switch
     assert summary["data_blocks"] > 0 and summary["blocks_applied"] == summary["data_blocks"]
     assert summary["model_version"] > 10 and summary["episodes"] > 40
-    if switch == "soft":
-        # Learning: the last 20 episodes are clearly longer than the first 20 (random ~ 20).
-        # Not asserted on bmv2: on a busy 2-core machine simple_switch processes about 1k
-        # packets/s, drops about half of the workers' blocks and most MODEL versions at its
-        # input (a version needs all 40 blocks), so the PS applies gradients 35-56
-        # versions stale on average and 15-25 s runs ended anywhere between 24 and 130
-        # (bmv2_topologies/README.md).
-        assert summary["final_return"] > 1.5 * summary["initial_return"], summary
-    else:
+    assert summary["wall_time_s"] <= duration + 5, summary["wall_time_s"]
+    # Learning: the workers' last 20 episodes are clearly longer than their first 20
+    # (random ~ 20). The workers play the weights that reached them as MODEL through the
+    # switch, so this also fails when the weights do not get through (on bmv2, before
+    # MODEL broadcasts were paced, a worker could hold its first weights for a whole run
+    # and play ~22 while the PS's greedy evaluation rose).
+    assert summary["final_return"] > 1.5 * summary["initial_return"], summary
+    if switch == "bmv2":
+        # The PS's weights, evaluated greedily, well above random within the bound.
+        assert summary["stopped_by"] in ("target", "duration"), summary["stopped_by"]
+        assert summary["best_eval_return"] >= BMV2_GREEDY_FLOOR, (
+            summary["best_eval_return"], summary["stopped_by"], summary["wall_time_s"])
         # bmv2's queue registers reach the timeline over its Thrift server.
         assert summary["testbed"]["per_switch"]["s1"]["queue"] is not None
     assert summary["outcomes"]["ENQUEUED"] > 0
@@ -350,10 +415,10 @@ def test_olaf_testbed_run_trains_across_hosts(switch: str, tag: str, tmp_path: P
                for line in f.read_text().splitlines() if line.startswith("final ")]
     assert len(workers) == 2
     for w in workers:
-        # Every worker started from the PS's first weights (version 0, which it waits for);
-        # on bmv2 later versions may all be lost (see above).
+        # Every worker started from the PS's first weights (version 0, which it waits for)
+        # and loaded later versions as they got through.
         assert w["acked_blocks"] > 0 and w["queue_util"] is not None
-        assert w["model_version"] > (0 if switch == "soft" else -1)
+        assert w["model_version"] > 0, w
 
 
 @BMV2_ON_MININET
