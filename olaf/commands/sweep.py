@@ -200,12 +200,11 @@ def with_env_learner(base: dict[str, Any]) -> dict[str, Any]:
     """``[run]`` with the environment's own IMPACT settings (``learners.ENV_LEARNERS``), the
     learner ``olaf run --env ID`` trains; the grid sets the buffer, so not its capacity."""
     # torch: the learners' module, imported once the sweep is known good.
-    from olaf.drl.learners import ENV_LEARNERS
+    from olaf.drl.learners import env_learner
 
-    preset = ENV_LEARNERS.get(base.get("env_id", run_defaults().env_id))
-    if preset is None or base.get("algo", "impact") != "impact":
-        return base
-    return {**base, "impact": preset.impact}
+    d = run_defaults()
+    preset = env_learner(base.get("env_id", d.env_id), base.get("algo", d.algo))
+    return base if preset is None else {**base, "impact": preset.impact}
 
 
 def nominal_turn_s(cfg: Any) -> float:

@@ -247,11 +247,10 @@ def config_from_args(args: argparse.Namespace, *, mode: str, seed: int,
 
 
 def env_learner(args: argparse.Namespace) -> Any:
-    """The environment's own IMPACT settings (``learners.ENV_LEARNERS``) if the run trains
-    IMPACT there, else None."""
-    from olaf.drl.learners import ENV_LEARNERS  # torch: only once a run is being built
+    """``learners.env_learner`` of the flags' environment and algorithm."""
+    from olaf.drl import learners  # torch: only once a run is being built
 
-    return ENV_LEARNERS.get(args.env) if args.algo == "impact" else None
+    return learners.env_learner(args.env, args.algo)
 
 
 def queue_capacity(args: argparse.Namespace) -> int:

@@ -398,14 +398,14 @@ class Impact(Algorithm):
         self.steps_learned += steps
         behaviour = torch.from_numpy(batch.behaviour_log_probs)
         if cfg.trust_region == "refreshed":
-            anchor, weights = refreshed, (refreshed - behaviour).exp().clamp(max=cfg.rho_bar)
+            anchor = refreshed
+            weights = (refreshed - behaviour).exp().clamp(max=cfg.rho_bar).reshape(steps)
         else:
             anchor, weights = behaviour, None
         flat = {"obs": obs.reshape(steps, *obs.shape[2:]),
                 "actions": actions.reshape(steps, *actions.shape[2:]),
                 "anchor": anchor.reshape(steps), "adv": advantages.reshape(steps),
                 "vs": vs.reshape(steps)}
-        flat_weights = None if weights is None else weights.reshape(steps)
         size = max(1, steps // cfg.minibatches)
         stats: dict[str, float] = {}
         for _ in range(cfg.epochs):
@@ -414,7 +414,7 @@ class Impact(Algorithm):
                 mb = order[lo:lo + size]
                 loss, stats = surrogate_loss(model, flat["obs"][mb], flat["actions"][mb],
                                              flat["anchor"][mb], flat["adv"][mb], flat["vs"][mb],
-                                             cfg, None if flat_weights is None else flat_weights[mb])
+                                             cfg, None if weights is None else weights[mb])
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 actor, critic = clip_grad_norms(model, cfg.actor_max_grad_norm, cfg.critic_max_grad_norm)

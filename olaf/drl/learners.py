@@ -37,6 +37,11 @@ ENV_LEARNERS: dict[str, EnvLearner] = {
 }
 
 
+def env_learner(env_id: str, algo: str) -> EnvLearner | None:
+    """The environment's own IMPACT settings if the run trains IMPACT there, else None."""
+    return ENV_LEARNERS.get(env_id) if algo == "impact" else None
+
+
 def load_algorithm(spec: str) -> type[Algorithm]:
     """The ``Algorithm`` subclass named ``MODULE:CLASS`` (ValueError saying what is wrong)."""
     module_name, sep, class_name = spec.partition(":")
