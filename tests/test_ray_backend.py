@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.procfs import processes, stat_fields
 from tests.switch_process import running_switch
 
 RAY_START_TIMEOUT = 600.0
@@ -78,18 +79,8 @@ def _loopback_env() -> dict[str, str]:
             "RAY_prestart_worker_first_driver": "0"}
 
 
-def _processes(file: str) -> Iterator[tuple[int, bytes]]:
-    """(pid, ``/proc/PID/file``) of every process that is still there to be read."""
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                yield int(entry.name), (entry / file).read_bytes()
-            except OSError:
-                continue
-
-
 def _pids_naming(text: str) -> list[int]:
-    return [pid for pid, cmdline in _processes("cmdline") if text.encode() in cmdline]
+    return [pid for pid, cmdline in processes("cmdline") if text.encode() in cmdline]
 
 
 def _stop_cluster(group: int, temp_dir: str) -> None:
@@ -110,9 +101,8 @@ def _stop_cluster(group: int, temp_dir: str) -> None:
 def _group_alive(group: int) -> bool:
     """Whether a process of ``group`` still runs (zombies, which a container's init may
     never reap, do not count: a signal to them succeeds but they hold nothing)."""
-    for _, stat in _processes("stat"):
-        # pid (comm) state ppid pgrp ...: comm may hold spaces, so split after it.
-        fields = stat[stat.rindex(b")") + 2:].split()
+    for _, stat in processes("stat"):
+        fields = stat_fields(stat)
         if int(fields[2]) == group and fields[0] != b"Z":
             return True
     return False

@@ -25,6 +25,7 @@ from bmv2_topologies.mininet_api import missing_requirements
 from bmv2_topologies.relay import data_as_updates
 from bmv2_topologies.topology import TopologyError, load, parse, shipped_names
 from olaf.testbed.hosts import ModelAssembler, model_messages
+from tests.procfs import alive, processes
 from worker_transport.codec import Batch, Verdict, classify, decode, encode_array
 from worker_transport.fixedpoint import resolution, to_fixed
 from worker_transport.protocol import MsgType
@@ -241,13 +242,7 @@ def test_relay_turns_a_data_slot_into_a_mean_update_the_queue_accepts() -> None:
 def _no_trace(tag: str, pids: list[int]) -> list[str]:
     """Interfaces of ``tag`` and live processes among ``pids``, seen from outside the testbed."""
     left = [n for n in os.listdir("/sys/class/net") if n.startswith(f"olaf{tag}")]
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                if f.read().rsplit(")", 1)[1].split()[0] != "Z":
-                    left.append(f"pid {pid}")
-        except OSError:
-            pass
+    left += [f"pid {pid}" for pid in pids if alive(pid)]
     return left
 
 
@@ -345,18 +340,12 @@ def test_two_level_updates_cross_leaf_and_spine(tmp_path: Path) -> None:
 
 def _processes_mentioning(text: str) -> list[str]:
     """Live processes whose command line contains ``text`` (a run's own output path)."""
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
-            with open(f"/proc/{pid}/stat") as f:
-                state = f.read().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if text in cmdline and state != "Z":
-            found.append(f"pid {pid}: {cmdline[:200]}")
-    return found
+    return [f"pid {pid}: {_printable(cmdline)}" for pid, cmdline in processes("cmdline")
+            if text.encode() in cmdline and alive(pid)]
+
+
+def _printable(cmdline: bytes) -> str:
+    return cmdline.replace(b"\0", b" ").decode(errors="replace")[:200]
 
 
 # A learning run on bmv2: 60 s at most, stopped at the greedy target (475) before that.
