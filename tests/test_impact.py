@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+from olaf.algorithm import Rollout
 from olaf.drl.impact import (
     LUNAR_LANDER,
     ImpactConfig,
@@ -19,6 +20,7 @@ from olaf.drl.impact import (
     clip_grad_norms,
     clipped_surrogate,
     vtrace,
+    vtrace_targets,
 )
 from olaf.drl.learners import algo_config
 from olaf.drl.model import ActorCritic
@@ -94,6 +96,30 @@ def _surrogate_grad(ratio: float, advantage: float, clip: float = 0.2) -> float:
                              torch.tensor([advantage], dtype=torch.float64), clip)
     loss.backward()
     return float(log_pi.grad[0])
+
+
+def test_a_truncated_episode_is_bootstrapped_only_when_configured() -> None:
+    """One environment, two steps, the time limit cutting the first: its on-policy
+    target is r_0 + gamma V(final) with bootstrapping, r_0 alone without, and the step
+    after it is untouched either way (the new episode's own one-step target)."""
+    torch.manual_seed(0)
+    model = ActorCritic(obs_dim=3, n_actions=2, hidden=8)
+    obs = np.random.default_rng(0).normal(size=(2, 1, 3)).astype(np.float32)
+    final, last = np.ones(3, np.float32), np.full((1, 3), 2.0, np.float32)
+    with torch.no_grad():
+        logp = model.distribution(model(torch.from_numpy(obs))[0]).log_prob(torch.zeros(2, 1))
+        v_final = float(model.value(torch.from_numpy(final)))
+        v_last = float(model.value(torch.from_numpy(last)))
+    rollout = Rollout(obs, np.zeros((2, 1), np.int64), logp.numpy(), np.array([[1.0], [2.0]], np.float32),
+                      np.zeros((2, 1), bool), np.array([[True], [False]]), {(0, 0): final}, last)
+    cfg = replace(ImpactConfig(), vtrace_lambda=0.0)
+    gamma = cfg.gamma
+    vs, _, _ = vtrace_targets(model, rollout, cfg)
+    assert vs[0, 0] == pytest.approx(1.0 + gamma * v_final, rel=1e-5)
+    assert vs[1, 0] == pytest.approx(2.0 + gamma * v_last, rel=1e-5)
+    vs, _, _ = vtrace_targets(model, rollout, replace(cfg, bootstrap_truncated=False))
+    assert vs[0, 0] == pytest.approx(1.0, rel=1e-5)
+    assert vs[1, 0] == pytest.approx(2.0 + gamma * v_last, rel=1e-5)
 
 
 def test_clipped_surrogate_gradient_is_zero_outside_the_clip_range() -> None:

@@ -116,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from olaf.algorithm import initial_model, load_flat_parameters
-    from olaf.drl.evaluation import EVAL_SEED_OFFSET, evaluate_both
+    from olaf.drl.evaluation import evaluate_both, evaluation_seed
     from olaf.drl.learners import make_algorithm
 
     torch.set_num_threads(1)
@@ -128,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, ImportError) as exc:
         return fail(f"cannot rebuild the checkpoint's model ({cfg.algo} on {cfg.env_id}): {exc}")
     episodes = args.episodes or cfg.eval_episodes
-    seed = args.seed if args.seed is not None else EVAL_SEED_OFFSET + 10_007 * cfg.seed
+    seed = args.seed if args.seed is not None else evaluation_seed(cfg.seed)
     # Both policies on the same seeds, as every evaluation of the run plays them.
     greedy, sampled = evaluate_both(model, cfg.env_id, episodes, seed)
     scores = {"greedy": score(greedy), "stochastic": score(sampled)}

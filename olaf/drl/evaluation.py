@@ -136,6 +136,12 @@ def evaluate_both(policy: Any, env_id: str, episodes: int,
     return greedy, evaluate_policy(policy, env_id, episodes, seed, greedy=False)
 
 
+def evaluation_seed(run_seed: int, count: int = 0, episodes: int = 0) -> int:
+    """The first environment seed of a run's ``count``-th evaluation of ``episodes``
+    episodes: ``olaf eval`` of a checkpoint replays the run's first evaluation's seeds."""
+    return EVAL_SEED_OFFSET + 10_007 * run_seed + count * episodes
+
+
 class Evaluator:
     """Evaluation of a run's weights, greedy and stochastic, each evaluation on seeds of
     its own.
@@ -155,7 +161,7 @@ class Evaluator:
         the same environment seeds for both (stochastic NaN when the model cannot sample)."""
         cfg = self.cfg
         load_flat_parameters(self.model, weights)
-        seed = EVAL_SEED_OFFSET + 10_007 * cfg.seed + self.count * cfg.eval_episodes
+        seed = evaluation_seed(cfg.seed, self.count, cfg.eval_episodes)
         self.count += 1
         greedy, sampled = evaluate_both(self.model, cfg.env_id, cfg.eval_episodes, seed)
         if sampled is None:

@@ -37,8 +37,8 @@ with SGD at ``delta_rate``. The update is made in these steps:
    deltas averaged (``ps.aggregate=mean``). More optimizer steps per env step: the PS's
    single Adam step per gradient block caps the full-model updates at pull rate / blocks.
 
-Time limits are not terminal states: a truncated episode's last reward is bootstrapped
-with ``gamma * V(final observation)``.
+Time limits are not terminal states by default: a truncated episode's last reward is
+bootstrapped with ``gamma * V(final observation)`` (``bootstrap_truncated``).
 
 The policy is categorical for Discrete actions and a diagonal Gaussian with a
 state-independent log-std for Box actions (olaf.drl.model.ActorCritic): the ratio, the
@@ -128,6 +128,13 @@ class ImpactConfig:
     """Adam's moment decay rates (PyTorch/CleanRL defaults)."""
     adam_eps: float = 1e-5
     """Adam's denominator epsilon (CleanRL PPO 1e-5)."""
+    bootstrap_truncated: bool = True
+    """A time-limit truncation adds ``gamma * V(final observation)`` to the last reward, as
+    Stable-Baselines3's PPO does (the observation has no clock, so the episode would have
+    gone on). False treats it as terminal, as CleanRL's PPO does (``next_done =
+    terminations | truncations``): then an episode that runs into the limit earns nothing
+    beyond it, which is what stops LunarLander-v3's lander hovering until the limit
+    (LUNAR_LANDER; docs/results.md)."""
     reward_window: int = 10
     """Episodes in a worker's "recent mean episode return", the reward it sends (OLAF)."""
     reward_scale: float = 1.0
@@ -262,8 +269,9 @@ def vtrace_targets(model: ActorCritic, rollout: Rollout,
     rewards = torch.from_numpy(rollout.rewards) * cfg.reward_scale
     with torch.no_grad():
         bootstrap = model.value(torch.from_numpy(rollout.last_obs)).squeeze(-1)
-        for (t, i), final in rollout.final_obs.items():
-            rewards[t, i] += cfg.gamma * float(model.value(torch.from_numpy(final)))
+        if cfg.bootstrap_truncated:
+            for (t, i), final in rollout.final_obs.items():
+                rewards[t, i] += cfg.gamma * float(model.value(torch.from_numpy(final)))
     done = torch.from_numpy(rollout.terminated | rollout.truncated)
     discounts = cfg.gamma * (~done).float()
     behaviour = torch.from_numpy(rollout.behaviour_log_probs)
