@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.learners import GRADIENT_FLAGS
+from tests.procfs import processes, stat_fields
 
 ROOT = Path(__file__).resolve().parents[1]
 RANDOM_POLICY_RETURN = 22.0
@@ -23,17 +24,7 @@ TARGET = 100.0
 
 def _session_members(sid: int) -> list[int]:
     """PIDs of live processes in session ``sid`` (zombies count: they were not reaped)."""
-    members = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except (FileNotFoundError, ProcessLookupError, IndexError):
-            continue
-        if int(fields[3]) == sid:  # stat field 6 (session), after state, ppid, pgrp
-            members.append(int(entry.name))
-    return members
+    return [pid for pid, stat in processes("stat") if int(stat_fields(stat)[3]) == sid]
 
 
 def _cmdline(pid: int) -> str:
