@@ -131,13 +131,67 @@ def test_cli_defaults_match_run_config() -> None:
     (["run", "star2", "--tag", "toolong"], "--tag must be"),
     (["run", "star2", "--switch", "bmv2", "--drop-prob", "0.1"], "options of the software switch"),
     (["run", "star2", "--capacity", "0"], "capacity must be >= 1"),
+    (["run", "star2", "--total-steps", "0"], "total_steps must be >= 1"),
+    (["run", "star2", "--total-steps", "-5", "--mode", "olaf-always"], "total_steps must be >= 1"),
 ])
 def test_testbed_command_refuses_bad_arguments(argv: list[str], message: str,
                                                capsys: pytest.CaptureFixture[str]) -> None:
     from olaf.cli import main
 
     assert main(["testbed", *argv]) == 2
-    assert message in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1, err
+
+
+def _run_args(*flags: str) -> object:
+    from olaf.cli import build_parser
+
+    return build_parser().parse_args(["testbed", "run", "star2", *flags])
+
+
+@pytest.mark.parametrize(("flags", "mode", "always_send", "uses_p_s", "variant"), [
+    ([], "olaf", False, True, "olaf"),
+    (["--mode", "olaf"], "olaf", False, True, "olaf"),
+    (["--mode", "olaf-always"], "olaf", True, False, "olaf-always"),
+    (["--mode", "fifo"], "fifo", False, False, "fifo"),
+])
+def test_testbed_mode_maps_as_olaf_compare(flags: list[str], mode: str, always_send: bool,
+                                          uses_p_s: bool, variant: str) -> None:
+    from olaf.commands.testbed import run_config
+
+    cfg = run_config(_run_args(*flags), 2)
+    assert (cfg.mode, cfg.always_send, cfg.workers_use_p_s, cfg.variant) == (
+        mode, always_send, uses_p_s, variant)
+    assert cfg.workers == cfg.processes == 2
+
+
+def test_testbed_total_steps_lands_in_the_run_config() -> None:
+    from olaf.commands.testbed import run_config
+    from olaf.drl.config import RunConfig
+
+    assert run_config(_run_args(), 8).total_steps == RunConfig().total_steps
+    cfg = run_config(_run_args("--total-steps", "3000000", "--duration", "240", "--seed", "2"), 8)
+    assert (cfg.total_steps, cfg.duration, cfg.seed) == (3_000_000, 240.0, 2)
+
+
+def test_worker_hosts_honour_always_send(tmp_path: Path) -> None:
+    """The worker host's sender, built from the config the launcher writes: P_s in olaf
+    mode, always sending in olaf-always (and fifo) mode."""
+    from olaf.commands.testbed import run_config
+    from olaf.drl.worker_turn import build_worker
+    from olaf.testbed.hosts import config_json, load_config
+    from worker_transport.policy import AlwaysSend, OlafPolicy
+
+    for mode, policy in (("olaf", OlafPolicy), ("olaf-always", AlwaysSend), ("fifo", AlwaysSend)):
+        path = tmp_path / f"{mode}.json"
+        path.write_text(config_json(run_config(_run_args("--mode", mode), 2)))
+        worker, sender = build_worker(load_config(str(path)), 0, 0, ("127.0.0.1", 9),
+                                      lambda version: None)
+        try:
+            assert type(sender.policy) is policy, mode
+        finally:
+            sender.close()
+            worker.close()
 
 
 def test_testbed_list_and_show(capsys: pytest.CaptureFixture[str]) -> None:

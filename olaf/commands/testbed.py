@@ -17,6 +17,7 @@ from bmv2_topologies.mininet_api import MininetMissing, missing_requirements
 from bmv2_topologies.shaping import LinkShape, ShapingError
 from bmv2_topologies.testbed import Testbed, TestbedError
 from bmv2_topologies.topology import TopologyError, load, shipped_names
+from olaf.commands.compare import MODES
 from olaf.drl.config import RunConfig
 
 HELP = "run the DRL experiment (or synthetic traffic) on a Mininet topology (needs root)"
@@ -24,7 +25,7 @@ HELP = "run the DRL experiment (or synthetic traffic) on a Mininet topology (nee
 # RunConfig's and ImpactConfig's defaults, repeated (and tested) so that building the
 # parser does not import the wire format (scapy).
 RUN_DEFAULTS = SimpleNamespace(env_id="CartPole-v1", pull_rate=1000.0, capacity=64, values=64,
-                               algo="impact")
+                               algo="impact", total_steps=1_000_000)
 LEARNER_DEFAULTS = SimpleNamespace(hidden=32)
 
 
@@ -54,9 +55,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     d = r.add_argument_group("experiment (defaults as olaf run; workers come from the topology)")
     rc, lc = RUN_DEFAULTS, LEARNER_DEFAULTS
     d.add_argument("--env", default=rc.env_id, help=f"gymnasium id (default {rc.env_id})")
-    d.add_argument("--mode", choices=("olaf", "fifo"), default="olaf",
-                   help="olaf: merge/replace/drop + P_s senders; fifo: drop-tail baseline")
-    d.add_argument("--duration", type=float, default=60.0, help="seconds of training (default 60)")
+    d.add_argument("--mode", choices=tuple(MODES), default="olaf",
+                   help="olaf: merge/replace/drop queue, workers send with P_s (DESIGN §4); "
+                   "olaf-always: the same queue, workers always send (P_s = 1); fifo: drop-tail "
+                   "queue, workers always send (as olaf compare's modes)")
+    d.add_argument("--duration", type=float, default=60.0,
+                   help="seconds of training, a cap beside --total-steps (default 60)")
+    d.add_argument("--total-steps", type=int, default=rc.total_steps,
+                   help=f"budget in environment steps over all workers (default {rc.total_steps:,})")
     d.add_argument("--algo", choices=("impact", "a2c"), default=rc.algo,
                    help=f"the learner, as olaf run's (default {rc.algo})")
     d.add_argument("--target-reward", type=float, default=None,
@@ -121,6 +127,27 @@ def _ps_link_summary(testbed: Any, shape: Any, values: int) -> dict[str, Any]:
     return {"ps_link": {**shape.derived(values), **stats}}
 
 
+def run_config(args: argparse.Namespace, workers: int) -> RunConfig:
+    """The ``RunConfig`` of ``olaf testbed run``'s flags for a topology of ``workers`` worker
+    hosts (one worker process each). ``--mode`` maps as ``olaf compare``'s modes: olaf-always
+    is the OLAF queue with workers that always send. Raises ``ValueError`` on values the
+    configuration refuses. Imports the learners (torch)."""
+    from olaf.drl.a2c import A2CConfig
+    from olaf.drl.evaluation import default_target
+    from olaf.drl.impact import ImpactConfig
+
+    switch_mode, always_send, _ = MODES[args.mode]
+    target = args.target_reward if args.target_reward is not None else default_target(args.env)
+    lr = {} if args.lr is None else {"learning_rate": args.lr}
+    return RunConfig(algo=args.algo, env_id=args.env, workers=workers, processes=workers,
+                     mode=switch_mode, always_send=always_send, total_steps=args.total_steps,
+                     pull_rate=args.pull_rate, capacity=args.capacity, values=args.values,
+                     duration=args.duration, target_reward=target, eval_every=args.eval_every,
+                     broadcast_period=args.broadcast_period, seed=args.seed,
+                     impact=ImpactConfig(hidden=args.hidden, **lr),
+                     learner=A2CConfig(hidden=args.hidden, **lr))
+
+
 def run(args: argparse.Namespace) -> int:
     def fail(message: str) -> int:
         print(f"olaf testbed: error: {message}", file=sys.stderr)
@@ -164,22 +191,10 @@ def run(args: argparse.Namespace) -> int:
             return fail(f"--ps-link-rate/--ps-link-limit: {e}")
     try:
         # torch and gymnasium (the learners, the evaluation): imported when the command runs,
-        # so `olaf --help` stays fast.
-        from olaf.drl.a2c import A2CConfig
-        from olaf.drl.evaluation import default_target
-        from olaf.drl.impact import ImpactConfig
-
-        # One worker process per worker host, the learner of olaf run: IMPACT refreshes its
-        # weights just before each loss from the newest MODEL version the host assembled.
-        target = args.target_reward if args.target_reward is not None else default_target(args.env)
-        lr = {} if args.lr is None else {"learning_rate": args.lr}
-        cfg = RunConfig(algo=args.algo, env_id=args.env, workers=len(topo.workers),
-                        processes=len(topo.workers), mode=args.mode,
-                        pull_rate=args.pull_rate, capacity=args.capacity, values=args.values,
-                        duration=args.duration, target_reward=target, eval_every=args.eval_every,
-                        broadcast_period=args.broadcast_period, seed=args.seed,
-                        impact=ImpactConfig(hidden=args.hidden, **lr),
-                        learner=A2CConfig(hidden=args.hidden, **lr))
+        # so `olaf --help` stays fast. One worker process per worker host, the learner of
+        # olaf run: IMPACT refreshes its weights just before each loss from the newest MODEL
+        # version the host assembled.
+        cfg = run_config(args, len(topo.workers))
     except ValueError as e:
         return fail(str(e))
     reason = missing_requirements()
@@ -197,7 +212,8 @@ def run(args: argparse.Namespace) -> int:
                       switch_args={"*": extra}, bmv2_build=args.bmv2 or "fast", ps_link=ps_link)
     kind = f"bmv2 ({args.bmv2 or 'fast'} build)" if args.switch == "bmv2" else args.switch
     print(f"olaf testbed: {topo.name} on Mininet ({len(topo.hosts)} hosts, {len(topo.switches)} "
-          f"{kind} switch(es), interfaces olaf{testbed.tag}*), logs in {out / 'logs'}", flush=True)
+          f"{kind} switch(es), interfaces olaf{testbed.tag}*), mode {cfg.variant} (workers send "
+          f"{MODES[cfg.variant][2]}), logs in {out / 'logs'}", flush=True)
     if ps_link is not None:
         print(f"olaf testbed: PS link, egress of {testbed.ps_link_interface()} (switch side): "
               f"{ps_link.describe(cfg.values)}", flush=True)
