@@ -44,8 +44,8 @@ def main() -> None:
     rows = []
     for d in sorted(p for p in HERE.iterdir() if p.is_dir()):
         s = json.loads((d / "testbed_summary.json").read_text())
-        senders = json.loads((d / "summary.json").read_text())["senders"]
-        receiver = json.loads((d / "summary.json").read_text())["receiver"]
+        run = json.loads((d / "summary.json").read_text())
+        senders, receiver = run["senders"], run["receiver"]
         bm = s["testbed"]["per_switch"]["s1"]["msg_types"]
         sent = sum(w["sent_blocks"] for w in senders)
         acked = sum(w["acked_blocks"] for w in senders)
