@@ -56,9 +56,13 @@ class Proc:
         return "".join(self._errors)
 
     def stats(self, prefix: str, after: float = 0.0, before: float = float("inf")) -> list[dict[str, str]]:
-        """``key=value`` fields of the stats lines that arrived between ``after`` and ``before``."""
-        return [dict(f.split("=", 1) for f in line.split() if "=" in f)
-                for t, line in list(self.lines) if line.startswith(prefix) and after <= t <= before]
+        """``key=value`` fields of the stats lines that arrived between ``after`` and ``before``.
+
+        Only lines with a ``t=`` field count: the start-up banner shares the prefix, and on a
+        slow machine it arrives after the moment a test measures from."""
+        fields = [dict(f.split("=", 1) for f in line.split() if "=" in f)
+                  for t, line in list(self.lines) if line.startswith(prefix) and after <= t <= before]
+        return [f for f in fields if "t" in f]
 
     def wait_for(self, prefix: str, field: str, timeout: float = 60.0) -> None:
         """Until a stats line shows ``field`` above 0."""
