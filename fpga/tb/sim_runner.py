@@ -102,6 +102,19 @@ def environment(extra: dict[str, str]) -> Iterator[None]:
                 os.environ[name] = value
 
 
+def full_matrix_only():  # noqa: ANN201 - a pytest mark, pytest imported lazily
+    """Mark for a (simulator, configuration) pair that runs only with ``OLAF_TB_FULL=1``.
+
+    CI runs every bench on both simulators at one configuration and its other
+    configurations on Verilator only, to keep within its time budget; the pairs it leaves
+    out carry this mark and say so in pytest's skip reasons.
+    """
+    import pytest
+
+    return pytest.mark.skipif(os.environ.get("OLAF_TB_FULL") != "1",
+                              reason="Icarus beyond one configuration: OLAF_TB_FULL=1")
+
+
 def simulator_available(simulator: str) -> bool:
     if simulator == "icarus":
         return shutil.which("iverilog") is not None
