@@ -165,7 +165,9 @@ class ImpactConfig:
     """Local epochs: the local Adam's step size falls linearly from ``local_learning_rate``
     toward 0 over the worker's share of the run's env-step budget (``total_steps /
     workers``), as CleanRL's PPO anneals over its budget (``anneal_lr``, on by default
-    there; rl-baselines3-zoo's LunarLander PPO keeps it constant)."""
+    there; rl-baselines3-zoo's LunarLander PPO keeps it constant). The count is the
+    worker process's own: a worker restarted by the supervisor, and every worker of a resumed run,
+    starts the schedule again at the full rate (known, not fixed: it is off by default)."""
     trust_region: str = "refreshed"
     """Local epochs: what the clipped ratio is taken against. ``behaviour``: mu, the policy
     that acted, as synchronous PPO does (while a worker collects, the other workers' deltas
