@@ -12,7 +12,7 @@ run: setup
 
 test: setup
 	$(BIN)/ruff check .
-	$(BIN)/pytest
+	@bash scripts/test.sh
 
 lint: setup
 	$(BIN)/ruff check .
