@@ -162,6 +162,29 @@ def test_a_signal_and_the_duration_cap_end_the_loop() -> None:
     assert result.stopped_by == "steps" and loop.steps == 1_000
 
 
+def test_the_timeline_ends_in_the_state_the_run_stopped_in() -> None:
+    """The last row is sampled when the loop stops, however soon after the previous one:
+    a run that ends within a sample period of a change (0.2 s of scripted time here)
+    still shows it in timeline.csv (test_elastic's removed workers did not, once)."""
+    backend = ScriptedBackend(evaluate=lambda steps: 0.0)
+    loop, result = loop_of(RunConfig(total_steps=2_000, duration=1e9), backend)
+    loop.run()
+    assert result.stopped_by == "steps"
+    assert [row.env_steps for row in result.timeline] == [100, 2_000]
+    backend = ScriptedBackend(evaluate=lambda steps: 0.0)
+    loop, result = loop_of(RunConfig(total_steps=10**9, duration=1e9), backend)
+    backend.signal = "SIGTERM"
+    loop.run()
+    assert [row.env_steps for row in result.timeline] == [100]  # stopped in its first step
+    backend = ScriptedBackend(evaluate=lambda steps: 0.0)
+    loop, result = loop_of(RunConfig(total_steps=10**9, duration=0.75), backend)
+    loop.run()
+    assert result.stopped_by == "duration"
+    rows = [row.env_steps for row in result.timeline]
+    assert len(rows) == 3 and rows[0] == 100 and rows[-1] == loop.steps > rows[1]  # one at 0.5 s
+    assert result.timeline[-1].elapsed == pytest.approx(0.75, abs=0.011)
+
+
 def test_timeline_p_s_is_the_mean_of_the_draws_since_the_previous_row() -> None:
     backend = ScriptedBackend(evaluate=lambda steps: 0.0)
     loop, result = loop_of(RunConfig(total_steps=10**9, duration=1e9), backend)

@@ -44,7 +44,7 @@ if TYPE_CHECKING:  # the PS's numpy side only: no torch, no sockets, at import
     from worker_transport.receiver import DataBatch
 
 SAMPLE_PERIOD = 0.5
-"""Seconds between rows of the metrics timeline."""
+"""Seconds between rows of the metrics timeline; its last row is taken when the run stops."""
 TX_KEYS = ("sent", "skipped", "probes", "p_s_sum")
 """What each worker process reports of its senders (``olaf.drl.worker_turn.tx_totals``)."""
 
@@ -233,12 +233,17 @@ class TrainingLoop:
                 self.controller.feed(backend.recent_rewards())
                 self.controller.step()
                 next_control = now + cfg.controller_interval
-            if now >= next_sample or elapsed >= cfg.duration:
+            sampled = now >= next_sample
+            if sampled:
                 self.sample(elapsed)
                 next_sample = now + SAMPLE_PERIOD
             backend.tick(self, elapsed)
             stopped_by = self.stop_rule(elapsed)
             if stopped_by is not None:
+                if not sampled:
+                    # The timeline ends in the state the run ended in, not up to a sample
+                    # period before it (a change of workers in the last 0.5 s would be lost).
+                    self.sample(elapsed)
                 self.result.stopped_by = stopped_by
                 return
             backend.wait(min(cfg.broadcast_period, 0.02))
