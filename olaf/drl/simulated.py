@@ -30,10 +30,16 @@ Everything runs in this process, on a discrete-event scheduler (a heap of timed 
   in-process ``Evaluator`` at the loop's requests (in zero simulated time: the evaluator
   stands for a machine of its own).
 
-The same seed gives the same run bit for bit: the event order is a function of the
-seed (ties broken by insertion order), torch runs on one thread, and every random
-stream is seeded. Time to target and every reported time are simulated seconds (the
-summary says ``clock: simulated``); the host's seconds are in ``receiver.host_s``.
+The same seed gives the same run bit for bit on one machine: the event order is a
+function of the seed (ties broken by insertion order), torch runs on one thread, and
+every random stream is seeded. Across machines it need not: re-run on an AMD EPYC, the
+1M-step LunarLander-v3 runs of docs/results.md kept another machine's blocks applied,
+model versions and FIFO drops exactly and its training returns to a few tenths, while
+late greedy evaluations and OLAF's merge counts moved (floating-point rounding differs
+somewhere below; not in torch's kernel choice, which ``ATEN_CPU_CAPABILITY=avx2`` left
+bit for bit).
+Time to target and every reported time are simulated seconds (the summary says
+``clock: simulated``); the host's seconds are in ``receiver.host_s``.
 Not modelled: the PS's own compute time, switch processing time, and loss on the links
 unless ``--chaos`` asks for it (``impairment``, ``chaos``: olaf.drl.chaos applies its
 loss, switch restarts and worker kills here as simulated events).
