@@ -431,6 +431,7 @@ def test_olaf_testbed_run_trains_across_hosts(switch: str, tag: str, duration: i
     assert _processes_mentioning(str(out)) == []
     summary = json.loads((out / "testbed_summary.json").read_text())
     assert summary["workers"] == 2 and summary["testbed"]["switch"] == switch
+    assert summary["weights_downlink"] == "MODEL messages through the switch"
     assert summary["data_blocks"] > 0 and summary["blocks_applied"] == summary["data_blocks"]
     assert summary["model_version"] > 10 and summary["episodes"] > 40
     assert summary["wall_time_s"] <= duration + 5, summary["wall_time_s"]
