@@ -13,7 +13,7 @@ import pytest
 
 import olaf.commands.run as run_command
 from olaf.cli import main
-from olaf.commands.sweep import KEYS, cells, load, ratio_interval
+from olaf.commands.sweep import KEYS, cells, config_of, load, ratio_interval
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL = ROOT / "docs" / "results" / "sweep-small.toml"
@@ -87,6 +87,20 @@ def test_the_map_file_has_the_grid_the_issue_asks_for() -> None:
     assert set(sweep.grid["modes"]) == {"olaf", "olaf-always", "fifo", "fifo+sa"}
     assert len(sweep.seeds) >= 5
     assert len(cells(sweep)) == 3 * 3 * 3 * 2 * 4 * 5
+
+
+@pytest.mark.parametrize(("mode", "switch", "always", "aggregation"), [
+    ("olaf", "olaf", False, "plain"), ("olaf-always", "olaf", True, "plain"),
+    ("fifo", "fifo", False, "plain"), ("fifo+sa", "fifo", False, "staleness-aware"),
+    ("olaf+sa", "olaf", False, "staleness-aware")])
+def test_a_cells_mode_sets_switch_workers_and_ps(mode: str, switch: str, always: bool,
+                                                 aggregation: str) -> None:
+    sweep = load(SMALL, None)
+    cell = {"workers": 8, "clusters": 1, "depth": 25, "rho": 4, "buffer_bytes": "",
+            "egress_rate": "", "mode": mode, "seed": 3}
+    cfg = config_of(sweep, cell, blocks=40)
+    assert (cfg.mode, cfg.always_send, cfg.aggregation) == (switch, always, aggregation)
+    assert cfg.buffer_bytes == 25 * 40 * 292 and cfg.seed == 3
 
 
 def test_ratio_interval() -> None:

@@ -28,8 +28,9 @@ The file (TOML, read with tomllib)::
     out = "runs/sweep"          # --out overrides it
 
 Modes: ``olaf`` (OLAF queue, P_s), ``olaf-always`` (OLAF queue, workers always send),
-``fifo`` (drop-tail, always send) and ``fifo+sa`` (drop-tail with the PS's
-staleness-aware aggregation, ``aggregation = "staleness-aware"``). Ratios are paired by
+``fifo`` (drop-tail, always send), ``fifo+sa`` (drop-tail with the PS's
+staleness-aware aggregation, ``aggregation = "staleness-aware"``) and ``olaf+sa`` (the OLAF
+queue with that PS: does the host-side correction add to OLAF?). Ratios are paired by
 seed (the same seed's baseline run over its OLAF run); a run that missed the target
 counts with its whole budget (a bound, as in ``olaf compare``); the interval is a t
 interval on the log ratios (a geometric mean), so it is symmetric in which mode is on top.
@@ -63,6 +64,7 @@ MODES: dict[str, tuple[str, bool, str]] = {
     "olaf-always": ("olaf", True, "plain"),
     "fifo": ("fifo", False, "plain"),
     "fifo+sa": ("fifo", False, "staleness-aware"),
+    "olaf+sa": ("olaf", False, "staleness-aware"),
 }
 """Mode -> (switch mode, workers always send, PS aggregation)."""
 KEYS = ("workers", "clusters", "depth", "rho", "buffer_bytes", "egress_rate", "mode", "seed")
