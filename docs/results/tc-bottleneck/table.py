@@ -1,0 +1,67 @@
+"""Rebuild table.csv from the runs beside this file and print the paired ratios.
+
+Run names are POINT-SWITCH-MODE-sSEED (POINT: S, the switch's queue holds the buffer; K,
+the kernel's pfifo does). A run that missed 475 within its 180 s counts with the env steps
+it had taken (a bound, as olaf compare counts a missed target with its budget).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+COLUMNS = ("run", "point", "switch", "mode", "seed", "stopped_by", "steps_to_target",
+           "time_to_target_s", "env_steps", "best_eval_return", "rho_wire", "update_age_mean_ms",
+           "mean_staleness_versions", "staleness_p90", "mean_agg_count", "skipped_share",
+           "dropped_full_share", "dropped_reward_share", "tc_sent", "tc_dropped", "blocks_applied")
+
+
+def row(path: Path) -> dict[str, object]:
+    d = json.loads((path / "testbed_summary.json").read_text())
+    point, switch, mode, seed = path.name.split("-")
+    link, out = d["testbed"]["ps_link"], d["outcomes"]
+    total = sum(out.values()) or 1
+    return {"run": path.name, "point": point, "switch": switch, "mode": mode, "seed": int(seed[1:]),
+            "stopped_by": d["stopped_by"], "steps_to_target": d["steps_to_target"],
+            "time_to_target_s": d["time_to_target_s"], "env_steps": d["env_steps"],
+            "best_eval_return": d["best_eval_return"],
+            # offered UPDATE bytes over what the link carries of DATA (334-byte frames)
+            "rho_wire": round(d["offered_bytes_per_s"] / (link["wire_data_frames_per_s"] * 292), 2),
+            "update_age_mean_ms": round(d["update_age_mean_ms"], 1),
+            "mean_staleness_versions": round(d["mean_staleness_versions"], 2),
+            "staleness_p90": d["staleness_p90"], "mean_agg_count": round(d["mean_agg_count"], 2),
+            "skipped_share": round(d["skipped_share"], 3),
+            "dropped_full_share": round(out["DROPPED_FULL"] / total, 3),
+            "dropped_reward_share": round(out["DROPPED_REWARD"] / total, 3),
+            "tc_sent": link["sent_packets"], "tc_dropped": link["dropped"],
+            "blocks_applied": d["blocks_applied"]}
+
+
+def main() -> None:
+    rows = [row(p) for p in sorted(HERE.iterdir()) if (p / "testbed_summary.json").exists()]
+    with (HERE / "table.csv").open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=COLUMNS)
+        w.writeheader()
+        w.writerows(rows)
+    steps = {(r["point"], r["switch"], r["mode"], r["seed"]): r["steps_to_target"] or r["env_steps"]
+             for r in rows}
+    for point, switch in sorted({(r["point"], r["switch"]) for r in rows}):
+        seeds = sorted(s for (p, w, m, s) in steps if (p, w, m) == (point, switch, "olaf")
+                       and (point, switch, "fifo", s) in steps)
+        ratios = [steps[(point, switch, "fifo", s)] / steps[(point, switch, "olaf", s)] for s in seeds]
+        logs = [math.log(x) for x in ratios]
+        mean = sum(logs) / len(logs)
+        sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1)) if len(logs) > 1 else 0.0
+        t = {2: 12.706, 3: 4.303, 4: 3.182, 5: 2.776}.get(len(logs), 2.776)
+        half = t * sd / math.sqrt(len(logs))
+        print(f"{point}-{switch}: fifo/olaf env steps per seed "
+              f"{', '.join(f'{x:.2f}' for x in ratios)}: {math.exp(mean):.2f} "
+              f"[{math.exp(mean - half):.2f}, {math.exp(mean + half):.2f}], "
+              f"OLAF faster on {sum(x > 1 for x in ratios)} of {len(ratios)}")
+
+
+if __name__ == "__main__":
+    main()
