@@ -32,6 +32,7 @@ def test_the_same_seed_gives_the_same_run_bit_for_bit() -> None:
     a, b = run_simulated(cfg), run_simulated(cfg)
     assert fingerprint(a) == fingerprint(b)
     assert a.summary()["clock"] == "simulated"
+    assert a.summary()["weights_downlink"].startswith("modelled delay")
     assert a.evaluations and a.data and a.timeline
     other = run_simulated(short(egress_rate=60_000.0, buffer_bytes=buffer_for(2, 40, 64),
                                 clusters=2, seed=1))

@@ -245,9 +245,6 @@ def run(args: argparse.Namespace) -> int:
 
             result = run_drl(testbed, cfg, progress=progress)
             summary = result.summary()
-            # The shared summary knows only the embedded and virtual paths; here the PS's
-            # MODEL broadcasts cross the switch to every worker host (hosts.send_paced).
-            summary["weights_downlink"] = "MODEL messages through the switch"
             summary |= {"testbed": {"topology": topo.name, "switch": args.switch,
                                     "bmv2_build": (args.bmv2 or "fast") if args.switch == "bmv2" else None,
                                     "per_switch": result.switch.get("per_switch", {}),

@@ -175,7 +175,7 @@ def run_on_ray(cfg: RunConfig, options: RayOptions,
     owns = not ray.is_initialized()
     if owns:
         _connect(ray, options.address)
-    result = RunResult(cfg)
+    result = RunResult(cfg, weights_downlink="a Ray object channel (WeightChannel)")
     actors = _Actors()
     tb = None
     if tensorboard is not None:

@@ -138,6 +138,9 @@ class RunResult:
     """Checkpoints written by this part of the run."""
     resumed_from: int | None = None
     """Env steps of the checkpoint this run continued, if it was resumed."""
+    weights_downlink: str = "shared memory"
+    """How the PS's weights reach the workers; each backend that does not use the embedded
+    path's shared memory says what it uses."""
     error: str = ""
     """Why the run ended early (``stopped_by == "error"``), else empty."""
     active_workers: int = 0
@@ -246,8 +249,7 @@ class RunResult:
             "clusters": cfg.clusters,
             "propagation_us": cfg.propagation_s * 1e6,
             "uplink_rate": cfg.uplink_rate,
-            "weights_downlink": ("modelled delay: model bytes over the uplink rate + propagation"
-                                 if cfg.clock == "virtual" else "shared memory"),
+            "weights_downlink": self.weights_downlink,
         }
 
 

@@ -396,7 +396,8 @@ def run_simulated(cfg: RunConfig, progress: Callable[[Snapshot], None] | None = 
     began = time.perf_counter()
     torch.set_num_threads(1)
     ps = parameter_server(cfg, run_model(cfg))
-    result = RunResult(cfg, num_parameters=len(ps.params), num_blocks=ps.num_blocks)
+    result = RunResult(cfg, num_parameters=len(ps.params), num_blocks=ps.num_blocks,
+                       weights_downlink="modelled delay: model bytes over the uplink rate + propagation")
     backend = Simulated(cfg, result, ps)
     backend.chaos = chaos
     tb = None

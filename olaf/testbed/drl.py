@@ -225,7 +225,7 @@ def run_drl(testbed: Testbed, cfg: RunConfig, *, progress: Callable[[Snapshot], 
         testbed.wait_for_line(p, "ready", max(1.0, deadline - time.monotonic()))
 
     torch.set_num_threads(1)  # the launcher's evaluations must not take both cores
-    result = RunResult(cfg)
+    result = RunResult(cfg, weights_downlink="MODEL messages through the switch")  # hosts.send_paced
     threshold = ThresholdLoop(testbed.control, floor=cfg.threshold_floor,
                               interval=cfg.controller_interval, fraction=cfg.threshold_fraction)
     backend = MininetHosts(testbed, cfg, ps, procs, relays, weights, threshold)

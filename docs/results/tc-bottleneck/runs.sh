@@ -2,7 +2,7 @@
 # The runs of docs/results.md, "A real kernel bottleneck" (issue 30 item 3): star2 on
 # Mininet, CartPole-v1 with the main job's learner, the PS's link shaped by tc to 1.416
 # Mbit/s (530 DATA frames/s of 334 B), real clock, nothing else running. As root, from the
-# repository; writes runs/tc-bottleneck/NAME, then `python3 docs/results/tc-bottleneck/table.py`
+# repository; writes runs/tc-bottleneck/NAME, then `.venv/bin/python docs/results/tc-bottleneck/table.py`
 # reads runs copied beside it.
 T="olaf testbed run star2 --duration 180 --total-steps 4000000 --ps-link-rate 1416kbit"
 run() { name=$1; shift; $T "$@" --out "runs/tc-bottleneck/$name"; }

@@ -3,14 +3,16 @@
 Run names are POINT-SWITCH-MODE-sSEED (POINT: S, the switch's queue holds the buffer; K,
 the kernel's pfifo does). A run that missed 475 within its 180 s counts with the env steps
 it had taken (a bound, as olaf compare counts a missed target with its budget).
+Run with the project's Python: ``.venv/bin/python docs/results/tc-bottleneck/table.py``.
 """
 
 from __future__ import annotations
 
 import csv
 import json
-import math
 from pathlib import Path
+
+from olaf.commands.sweep import ratio_interval  # the sweep's paired-ratio interval
 
 HERE = Path(__file__).resolve().parent
 COLUMNS = ("run", "point", "switch", "mode", "seed", "stopped_by", "steps_to_target",
@@ -52,14 +54,9 @@ def main() -> None:
         seeds = sorted(s for (p, w, m, s) in steps if (p, w, m) == (point, switch, "olaf")
                        and (point, switch, "fifo", s) in steps)
         ratios = [steps[(point, switch, "fifo", s)] / steps[(point, switch, "olaf", s)] for s in seeds]
-        logs = [math.log(x) for x in ratios]
-        mean = sum(logs) / len(logs)
-        sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1)) if len(logs) > 1 else 0.0
-        t = {2: 12.706, 3: 4.303, 4: 3.182, 5: 2.776}.get(len(logs), 2.776)
-        half = t * sd / math.sqrt(len(logs))
+        mean, low, high, _ = ratio_interval(ratios)
         print(f"{point}-{switch}: fifo/olaf env steps per seed "
-              f"{', '.join(f'{x:.2f}' for x in ratios)}: {math.exp(mean):.2f} "
-              f"[{math.exp(mean - half):.2f}, {math.exp(mean + half):.2f}], "
+              f"{', '.join(f'{x:.2f}' for x in ratios)}: {mean:.2f} [{low:.2f}, {high:.2f}], "
               f"OLAF faster on {sum(x > 1 for x in ratios)} of {len(ratios)}")
 
 
