@@ -13,7 +13,7 @@ import pytest
 
 import olaf.commands.run as run_command
 from olaf.cli import main
-from olaf.commands.sweep import KEYS, cells, config_of, load, ratio_interval
+from olaf.commands.sweep import KEYS, cells, config_of, key_of, load, ratio_interval, read_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL = ROOT / "docs" / "results" / "sweep-small.toml"
@@ -87,6 +87,21 @@ def test_the_map_file_has_the_grid_the_issue_asks_for() -> None:
     assert set(sweep.grid["modes"]) == {"olaf", "olaf-always", "fifo", "fifo+sa"}
     assert len(sweep.seeds) >= 5
     assert len(cells(sweep)) == 3 * 3 * 3 * 2 * 4 * 5
+
+
+PUBLISHED = sorted(p for p in (ROOT / "docs" / "results").glob("*.toml")
+                   if load(p, None).out.parts[:2] == ("docs", "results"))
+
+
+@pytest.mark.parametrize("path", PUBLISHED, ids=lambda p: p.stem)
+def test_a_published_sweep_has_a_row_for_every_cell(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # docs/results.md quotes these CSVs as complete; a grid edited without rerunning would
+    # silently leave cells out of the figures.
+    monkeypatch.chdir(ROOT)
+    sweep = load(path, None)
+    done = {key_of(r) for r in read_rows(sweep.out / "sweep.csv")}
+    missing = [c for c in cells(sweep) if key_of(c) not in done]
+    assert not missing, f"{len(missing)} cells without a row, e.g. {missing[0]}"
 
 
 @pytest.mark.parametrize(("mode", "switch", "always", "aggregation"), [
