@@ -14,6 +14,7 @@ import pytest
 import olaf.commands.run as run_command
 from olaf.cli import main
 from olaf.commands.sweep import KEYS, cells, config_of, key_of, load, ratio_interval, read_rows
+from olaf.drl.staleness import StalenessConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL = ROOT / "docs" / "results" / "sweep-small.toml"
@@ -116,6 +117,24 @@ def test_a_cells_mode_sets_switch_workers_and_ps(mode: str, switch: str, always:
     cfg = config_of(sweep, cell, blocks=40)
     assert (cfg.mode, cfg.always_send, cfg.aggregation) == (switch, always, aggregation)
     assert cfg.buffer_bytes == 25 * 40 * 292 and cfg.seed == 3
+
+
+def test_a_run_table_sets_a_nested_config_and_is_checked(tmp_path: Path) -> None:
+    path = tmp_path / "nested.toml"
+    text = SMALL.read_text().replace("[grid]", "[run.staleness]\nmax_pending = 1\n"
+                                     "scale_learning_rate = false\n[grid]")
+    path.write_text(text)
+    cell = {"workers": 8, "clusters": 1, "depth": 25, "rho": 4, "buffer_bytes": "",
+            "egress_rate": "", "mode": "fifo+sa", "seed": 0}
+    cfg = config_of(load(path, None), cell, blocks=40)
+    assert cfg.staleness.max_pending == 1 and cfg.staleness.scale_learning_rate is False
+    assert cfg.staleness.max_hold == StalenessConfig().max_hold  # left out: the default
+    path.write_text(text.replace("max_pending = 1", "max_wait = 1"))
+    with pytest.raises(ValueError, match=r"\[run.staleness\] has unknown key\(s\) \['max_wait'\]"):
+        load(path, None)
+    path.write_text(text.replace("max_pending = 1", "max_pending = 0"))
+    with pytest.raises(ValueError, match="max_pending must be >= 1"):
+        load(path, None)
 
 
 def test_ratio_interval() -> None:

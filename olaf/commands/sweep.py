@@ -14,6 +14,8 @@ The file (TOML, read with tomllib)::
     env_id = "CartPole-v1"
     clock = "virtual"
     total_steps = 300000
+    [run.staleness]             # a nested RunConfig dataclass (staleness, boost): the
+    max_pending = 1             #    fields left out keep their defaults
     [grid]
     depth = [1, 10, 30]         # D in gradients -> B = D x blocks per gradient x (36 + 4V)
     rho = [0.5, 2, 8]           # -> C = offered / rho (offered: the virtual clock's
@@ -53,11 +55,17 @@ import numpy as np
 
 # By module: runner and link_figures are looked up when used (tests wrap runner).
 import olaf.commands.run as run_command
+from olaf.drl.boosting import BoostConfig
 from olaf.drl.bottleneck import buffer_for, egress_for, offered_rate
 from olaf.drl.cli_args import usage_error
 from olaf.drl.config import RunConfig, run_defaults
+from olaf.drl.staleness import StalenessConfig
 
 HELP = "a grid of runs over D, rho, workers, clusters and modes: resumable CSV and heatmaps"
+
+NESTED: dict[str, type] = {"staleness": StalenessConfig, "boost": BoostConfig}
+"""RunConfig's dataclass fields a sweep file may set as ``[run.NAME]`` tables. The
+learners' (impact, learner, ps) are not among them: the environment's preset sets those."""
 
 MODES: dict[str, tuple[str, bool, str]] = {
     "olaf": ("olaf", False, "plain"),
@@ -114,6 +122,9 @@ def load(path: Path, out: Path | None) -> Sweep:
     if unknown:
         raise ValueError(f"{path}: unknown table(s) {sorted(unknown)}; use [run], [grid], [sweep]")
     base = dict(doc.get("run", {}))
+    for name, kind in NESTED.items():
+        if isinstance(base.get(name), dict):
+            base[name] = _nested(path, name, kind, base[name])
     fields = {f.name for f in dataclasses.fields(RunConfig)}
     cell_fields = {"workers", "clusters", "mode", "seed", "buffer_bytes", "egress_rate",
                    "always_send", "aggregation"}
@@ -148,6 +159,18 @@ def load(path: Path, out: Path | None) -> Sweep:
         raise ValueError(f"{path}: no seeds")
     target = out or Path(doc.get("sweep", {}).get("out", f"runs/sweep-{path.stem}"))
     return Sweep(base, grid, seed_list, target)
+
+
+def _nested(path: Path, name: str, kind: type, table: dict[str, Any]) -> Any:
+    """A ``[run.NAME]`` table as its dataclass, the fields it leaves out at their defaults."""
+    known = {f.name for f in dataclasses.fields(kind)}
+    if set(table) - known:
+        raise ValueError(f"{path}: [run.{name}] has unknown key(s) {sorted(set(table) - known)}; "
+                         f"choose from {', '.join(sorted(known))}")
+    try:
+        return kind(**table)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{path}: [run.{name}]: {exc}") from None
 
 
 def cells(sweep: Sweep) -> list[dict[str, Any]]:
