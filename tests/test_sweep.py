@@ -137,6 +137,73 @@ def test_a_run_table_sets_a_nested_config_and_is_checked(tmp_path: Path) -> None
         load(path, None)
 
 
+def test_a_bottleneck_preset_is_a_grid_axis(tmp_path: Path) -> None:
+    # [grid] bottleneck = [...] sets B, C, the propagation delay and the workers' link rate,
+    # as olaf run --bottleneck does; a cell is still named by its B and C.
+    from olaf.drl.bottleneck import PRESETS
+
+    path = tmp_path / "presets.toml"
+    path.write_text('[run]\nclock = "virtual"\nenv_id = "CartPole-v1"\n[grid]\n'
+                    'bottleneck = ["tor-1g", "tor-10g"]\nworkers = [8]\nseeds = 1\n')
+    sweep = load(path, None)
+    grid = cells(sweep)
+    assert len(grid) == 2 * 2  # two presets x two modes
+    for cell in grid:
+        preset = PRESETS[cell["bottleneck"]]
+        assert (cell["buffer_bytes"], cell["egress_rate"]) == (preset.buffer_bytes,
+                                                               preset.egress_rate)
+        cfg = config_of(sweep, cell, blocks=40)
+        assert (cfg.bottleneck, cfg.egress_rate, cfg.propagation_s, cfg.uplink_rate) == (
+            cell["bottleneck"], preset.egress_rate, preset.propagation_s, preset.uplink_rate)
+        assert cfg.capacity == preset.buffer_bytes // 292
+    assert len({key_of(c) for c in grid}) == len(grid)
+    head = '[run]\nclock = "virtual"\n[grid]\n'
+    for grid_lines, message in (('bottleneck = ["tor-1g"]\ndepth = [1]\n', "no depth"),
+                                ('bottleneck = ["tor-40g"]\n', "tor-40g")):
+        path.write_text(head + grid_lines)
+        with pytest.raises(ValueError, match=message):
+            load(path, None)
+    path.write_text('[run]\nclock = "virtual"\nbottleneck = "tor-1g"\n[grid]\ndepth = [1]\n'
+                    'rho = [1]\n')
+    with pytest.raises(ValueError, match="bottleneck"):  # a label only: [grid] sets presets
+        load(path, None)
+
+
+def test_jobs_run_the_same_cells_to_the_same_results(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    # The virtual clock's runs do not depend on what else runs: two at a time in processes
+    # of their own give the rows that one after the other in this process gives.
+    path = tmp_path / "two.toml"
+    path.write_text(SMALL.read_text().replace("depth = [1, 10]", "depth = [10]")
+                    .replace("rho = [0.5, 4]", "rho = [4]").replace("seeds = 2", "seeds = 1"))
+    assert main(["sweep", str(path), "--out", str(tmp_path / "one")]) == 0
+    assert main(["sweep", str(path), "--out", str(tmp_path / "two"), "--jobs", "2"]) == 0
+    one, two = rows(tmp_path / "one" / "sweep.csv"), rows(tmp_path / "two" / "sweep.csv")
+    assert len(one) == len(two) == 2
+    drop = ("host_s",)
+    assert sorted(tuple(v for k, v in r.items() if k not in drop) for r in one) == sorted(
+        tuple(v for k, v in r.items() if k not in drop) for r in two)
+    real = tmp_path / "real.toml"
+    real.write_text('[grid]\nbuffer_bytes = [2920]\negress_rate = [29200]\n')
+    for bad in (["--jobs", "2"], ["--jobs", "0"]):
+        with pytest.raises(SystemExit) as exc:
+            main(["sweep", str(real if bad[1] == "2" else path), *bad])
+        assert exc.value.code == 2
+    assert "--jobs" in capsys.readouterr().err
+
+
+def test_resuming_a_csv_of_an_older_olaf_keeps_its_columns(tmp_path: Path) -> None:
+    from olaf.commands.sweep import COLUMNS, append_row
+
+    path = tmp_path / "sweep.csv"
+    old = [c for c in COLUMNS if c not in ("bottleneck", "delta_share")]
+    with path.open("w", newline="") as f:
+        csv.writer(f).writerow(old)
+    append_row(path, {k: 1 for k in COLUMNS})
+    table = rows(path)
+    assert list(table[0]) == old and all(v == "1" for v in table[0].values())
+
+
 def test_ratio_interval() -> None:
     mean, lo, hi, n = ratio_interval([2.0, 2.0, 2.0])
     assert (mean, lo, hi, n) == (pytest.approx(2.0), pytest.approx(2.0), pytest.approx(2.0), 3)

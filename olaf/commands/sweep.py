@@ -1,12 +1,15 @@
 """``olaf sweep FILE.toml``: the map of where in-network aggregation pays (DESIGN.md §7).
 
 A sweep file names a base run and a grid; every cell of the grid (depth D or buffer B,
-oversubscription rho or egress rate C, workers, clusters, mode, seed) is one run, and
-each finished run is one row of ``sweep.csv`` in the output directory. Rows already in the
-CSV are skipped, so an interrupted sweep goes on where it stopped. At the end (or with
-``--plots-only``) one heatmap per (workers, clusters, baseline) shows the baseline/OLAF
-ratio of time to target and of env steps to target over the (D, rho) grid, each cell
-with its 95 % interval, beside the baseline's and OLAF's staleness and AoM.
+oversubscription rho or egress rate C, or a named bottleneck preset; workers, clusters,
+mode, seed) is one run, and each finished run is one row of ``sweep.csv`` in the output
+directory. Rows already in the CSV are skipped, so an interrupted sweep goes on where it
+stopped; ``--jobs N`` runs N virtual-clock cells at once, each in a process of its own
+(the virtual clock's runs are one single-threaded process each, and do not depend on what
+else the machine runs). At the end (or with ``--plots-only``) one heatmap per (workers,
+clusters, baseline) shows the baseline/OLAF ratio of time to target and of env steps to
+target over the (D, rho) grid, each cell with its 95 % interval, beside the baseline's
+and OLAF's staleness and AoM.
 
 The file (TOML, read with tomllib)::
 
@@ -21,6 +24,8 @@ The file (TOML, read with tomllib)::
     rho = [0.5, 2, 8]           # -> C = offered / rho (offered: the virtual clock's
                                 #    time model, every worker sending every gradient)
     # or: buffer_bytes = [...] and egress_rate = [...] (bytes, bytes/s)
+    # or: bottleneck = ["tor-1g", "tor-10g"] (olaf.drl.bottleneck.PRESETS: each sets B, C,
+    #     the propagation delay and the workers' link rate, as olaf run --bottleneck does)
     workers = [8, 32, 128]
     clusters = [1]
     modes = ["olaf", "olaf-always", "fifo", "fifo+sa"]
@@ -45,9 +50,11 @@ import csv
 import dataclasses
 import itertools
 import math
+import multiprocessing
 import time
 import tomllib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +63,7 @@ import numpy as np
 # By module: runner and link_figures are looked up when used (tests wrap runner).
 import olaf.commands.run as run_command
 from olaf.drl.boosting import BoostConfig
-from olaf.drl.bottleneck import buffer_for, egress_for, offered_rate
+from olaf.drl.bottleneck import PRESETS, buffer_for, egress_for, offered_rate
 from olaf.drl.cli_args import usage_error
 from olaf.drl.config import RunConfig, run_defaults
 from olaf.drl.staleness import StalenessConfig
@@ -76,12 +83,13 @@ MODES: dict[str, tuple[str, bool, str]] = {
 }
 """Mode -> (switch mode, workers always send, PS aggregation)."""
 KEYS = ("workers", "clusters", "depth", "rho", "buffer_bytes", "egress_rate", "mode", "seed")
-"""The columns that name a cell (the resume key)."""
-METRICS = ("reached", "steps_to_target", "time_to_target_s", "env_steps", "wall_time_s",
+"""The columns that name a cell (the resume key); a preset's cell is its B and C."""
+METRICS = ("bottleneck", "reached", "steps_to_target", "time_to_target_s", "env_steps", "wall_time_s",
            "clock", "stopped_by", "final_eval_return", "best_eval_return", "aom_mean_ms",
            "aom_p99_ms", "update_age_mean_ms", "mean_staleness_versions", "staleness_p90",
            "staleness_max", "mean_agg_count", "skipped_share", "rho_measured", "depth_gradients",
-           "capacity", "pull_rate", "dropped_full_share", "dropped_reward_share", "host_s")
+           "capacity", "pull_rate", "dropped_full_share", "dropped_reward_share", "delta_share",
+           "host_s")
 COLUMNS = KEYS + METRICS
 T_975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
          2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
@@ -97,6 +105,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="run nothing: redraw the heatmaps from the CSV")
     parser.add_argument("--dry-run", action="store_true",
                         help="list the cells and what is already done, run nothing")
+    parser.add_argument("--jobs", type=int, default=1, metavar="N",
+                        help="virtual clock: run N cells at once, each in its own process (a "
+                        "cell's result does not depend on N; default 1)")
 
 
 # -- the grid -----------------------------------------------------------------------------------
@@ -107,7 +118,8 @@ class Sweep:
     base: dict[str, Any]
     """RunConfig fields every cell shares."""
     grid: dict[str, list[Any]]
-    """depth|buffer_bytes, rho|egress_rate, workers, clusters, modes: the values of each."""
+    """depth|buffer_bytes and rho|egress_rate, or bottleneck; workers, clusters, modes: the
+    values of each."""
     seeds: list[int]
     out: Path
 
@@ -127,19 +139,27 @@ def load(path: Path, out: Path | None) -> Sweep:
             base[name] = _nested(path, name, kind, base[name])
     fields = {f.name for f in dataclasses.fields(RunConfig)}
     cell_fields = {"workers", "clusters", "mode", "seed", "buffer_bytes", "egress_rate",
-                   "always_send", "aggregation"}
+                   "always_send", "aggregation", "bottleneck"}
     bad = sorted(k for k in base if k not in fields or k in cell_fields)
     if bad:
         raise ValueError(f"{path}: [run] cannot set {bad} (not RunConfig fields, or set per cell "
                          "by [grid])")
     grid = dict(doc.get("grid", {}))
-    allowed = {"depth", "rho", "buffer_bytes", "egress_rate", "workers", "clusters", "modes",
-               "seeds", "first_seed"}
+    allowed = {"depth", "rho", "buffer_bytes", "egress_rate", "bottleneck", "workers",
+               "clusters", "modes", "seeds", "first_seed"}
     if set(grid) - allowed:
         raise ValueError(f"{path}: [grid] has unknown key(s) {sorted(set(grid) - allowed)}")
-    if ("depth" in grid) == ("buffer_bytes" in grid) or ("rho" in grid) == ("egress_rate" in grid):
+    if "bottleneck" in grid:
+        if {"depth", "buffer_bytes", "rho", "egress_rate"} & set(grid):
+            raise ValueError(f"{path}: [grid] bottleneck names B and C itself: no depth, "
+                             "buffer_bytes, rho or egress_rate beside it")
+        unknown_presets = [b for b in grid["bottleneck"] if b not in PRESETS]
+        if unknown_presets:
+            raise ValueError(f"{path}: unknown bottleneck(s) {unknown_presets}; choose from "
+                             f"{', '.join(PRESETS)}")
+    elif ("depth" in grid) == ("buffer_bytes" in grid) or ("rho" in grid) == ("egress_rate" in grid):
         raise ValueError(f"{path}: [grid] needs depth or buffer_bytes, and rho or egress_rate "
-                         "(one of each)")
+                         "(one of each), or bottleneck")
     seeds = grid.pop("seeds", 5)
     first = int(grid.pop("first_seed", 0))
     seed_list = list(range(first, first + int(seeds))) if isinstance(seeds, int) else list(seeds)
@@ -176,16 +196,19 @@ def _nested(path: Path, name: str, kind: type, table: dict[str, Any]) -> Any:
 def cells(sweep: Sweep) -> list[dict[str, Any]]:
     """Every cell of the grid, seeds innermost-but-one so that a mode's seeds interleave."""
     g = sweep.grid
-    size = g.get("depth") or g["buffer_bytes"]
-    rate = g.get("rho") or g["egress_rate"]
-    out = []
-    for workers, clusters, s, r, seed, mode in itertools.product(
-            g["workers"], g["clusters"], size, rate, sweep.seeds, g["modes"]):
-        out.append({"workers": workers, "clusters": clusters,
-                    "depth": s if "depth" in g else "", "rho": r if "rho" in g else "",
-                    "buffer_bytes": s if "buffer_bytes" in g else "",
-                    "egress_rate": r if "egress_rate" in g else "", "mode": mode, "seed": seed})
-    return out
+    if "bottleneck" in g:
+        links = [{"depth": "", "rho": "", "buffer_bytes": PRESETS[name].buffer_bytes,
+                  "egress_rate": PRESETS[name].egress_rate, "bottleneck": name}
+                 for name in g["bottleneck"]]
+    else:
+        links = [{"depth": s if "depth" in g else "", "rho": r if "rho" in g else "",
+                  "buffer_bytes": s if "buffer_bytes" in g else "",
+                  "egress_rate": r if "egress_rate" in g else "", "bottleneck": ""}
+                 for s, r in itertools.product(g.get("depth") or g["buffer_bytes"],
+                                               g.get("rho") or g["egress_rate"])]
+    return [{"workers": workers, "clusters": clusters, **link, "mode": mode, "seed": seed}
+            for workers, clusters, link, seed, mode in itertools.product(
+                g["workers"], g["clusters"], links, sweep.seeds, g["modes"])]
 
 
 def key_of(row: dict[str, Any]) -> tuple[str, ...]:
@@ -218,7 +241,14 @@ def config_of(sweep: Sweep, cell: dict[str, Any], blocks: int) -> Any:
     else:
         offered = offered_rate(cfg.workers, blocks, cfg.values, nominal_turn_s(cfg))
         egress = egress_for(float(cell["rho"]), offered)
-    return dataclasses.replace(cfg, buffer_bytes=int(buffer), egress_rate=egress)
+    link: dict[str, Any] = {}
+    if cell.get("bottleneck"):
+        # The preset's links, as ``olaf run --bottleneck NAME``; [run] may still set them.
+        preset = PRESETS[cell["bottleneck"]]
+        link = {"bottleneck": cell["bottleneck"], "propagation_s": preset.propagation_s,
+                "uplink_rate": preset.uplink_rate}
+        link.update({k: sweep.base[k] for k in ("propagation_s", "uplink_rate") if k in sweep.base})
+    return dataclasses.replace(cfg, buffer_bytes=int(buffer), egress_rate=egress, **link)
 
 
 def with_env_learner(base: dict[str, Any]) -> dict[str, Any]:
@@ -244,6 +274,37 @@ def nominal_turn_s(cfg: Any) -> float:
     return (steps * cfg.step_time_us + cfg.compute_time_us) / 1e6
 
 
+def run_cell(cfg: Any) -> tuple[dict[str, Any], float]:
+    """Run one cell's configuration: its summary and the host seconds it took."""
+    began = time.perf_counter()
+    result = run_command.runner(cfg)(cfg)
+    return result.summary(), time.perf_counter() - began
+
+
+def run_cells(configs: list[tuple[dict[str, Any], Any]],
+              jobs: int) -> Iterator[tuple[dict[str, Any], dict[str, Any], float]]:
+    """(cell, summary, host seconds) of every (cell, config), as each finishes: here one
+    after the other, or in ``jobs`` processes (spawned: a forked torch is not safe)."""
+    if jobs <= 1:
+        for cell, cfg in configs:
+            yield (cell, *run_cell(cfg))
+        return
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+        running: dict[Future, dict[str, Any]] = {}
+        todo = iter(configs)
+        for cell, cfg in itertools.islice(todo, jobs):
+            running[pool.submit(run_cell, cfg)] = cell
+        while running:
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                cell = running.pop(future)
+                # Keep the pool full before handing the result on to be written.
+                for nxt_cell, nxt_cfg in itertools.islice(todo, 1):
+                    running[pool.submit(run_cell, nxt_cfg)] = nxt_cell
+                yield (cell, *future.result())
+
+
 def row_of(cell: dict[str, Any], summary: dict[str, Any], host_s: float) -> dict[str, Any]:
     """One CSV row: the cell's keys and what its run measured."""
     outcomes = summary.get("outcomes", {})
@@ -251,6 +312,7 @@ def row_of(cell: dict[str, Any], summary: dict[str, Any], host_s: float) -> dict
     reached = summary["steps_to_target"] is not None
     row = {k: cell[k] for k in KEYS}
     row.update({
+        "bottleneck": cell.get("bottleneck", ""),
         "reached": int(reached),
         # A run that missed the target counts with its whole budget (a bound).
         "steps_to_target": summary["steps_to_target"] if reached else summary["env_steps"],
@@ -268,6 +330,7 @@ def row_of(cell: dict[str, Any], summary: dict[str, Any], host_s: float) -> dict
         "capacity": summary["capacity"], "pull_rate": summary["pull_rate"],
         "dropped_full_share": outcomes.get("DROPPED_FULL", 0) / total,
         "dropped_reward_share": outcomes.get("DROPPED_REWARD", 0) / total,
+        "delta_share": summary.get("delta_share"),
         "host_s": host_s,
     })
     return row
@@ -281,13 +344,18 @@ def read_rows(path: Path) -> list[dict[str, str]]:
 
 
 def append_row(path: Path, row: dict[str, Any]) -> None:
-    """One finished cell, written at once: an interrupted sweep keeps every finished cell."""
+    """One finished cell, written at once: an interrupted sweep keeps every finished cell.
+    A CSV begun by an older olaf keeps its own columns, so resuming it never shifts them."""
     new = not path.exists()
+    columns = list(COLUMNS)
+    if not new:
+        with path.open(newline="") as f:
+            columns = next(csv.reader(f), columns)
     with path.open("a", newline="") as f:
-        writer = csv.DictWriter(f, COLUMNS)
+        writer = csv.DictWriter(f, columns, extrasaction="ignore")
         if new:
             writer.writeheader()
-        writer.writerow({k: _cell_text(row.get(k)) for k in COLUMNS})
+        writer.writerow({k: _cell_text(row.get(k)) for k in columns})
 
 
 def _cell_text(value: Any) -> str:
@@ -318,10 +386,25 @@ def _num(text: str) -> float:
         return math.nan
 
 
+def _axis_order(text: str) -> tuple[float, str]:
+    """Numbers in order, names (presets) after them in the order of ``PRESETS``."""
+    value = _num(text)
+    if math.isfinite(value):
+        return value, ""
+    names = list(PRESETS)
+    return math.inf, f"{names.index(text):03d}" if text in names else text
+
+
+def link_of(row: dict[str, str]) -> tuple[str, str]:
+    """A row's place on the heatmap's axes: (D or B, rho or C), or (preset name, "")."""
+    if row.get("bottleneck"):
+        return row["bottleneck"], ""
+    return row["depth"] or row["buffer_bytes"], row["rho"] or row["egress_rate"]
+
+
 def paired(rows: list[dict[str, str]], baseline: str, metric: str) -> dict[tuple, list[float]]:
     """Per (workers, clusters, size, rate): baseline/olaf ratios of ``metric``, one per seed."""
-    by = {(r["workers"], r["clusters"], r["depth"] or r["buffer_bytes"],
-           r["rho"] or r["egress_rate"], r["mode"], r["seed"]): r for r in rows}
+    by = {(r["workers"], r["clusters"], *link_of(r), r["mode"], r["seed"]): r for r in rows}
     out: dict[tuple, list[float]] = {}
     for (w, k, s, c, mode, seed), r in by.items():
         if mode != "olaf":
@@ -338,8 +421,7 @@ def mean_of(rows: list[dict[str, str]], mode: str, metric: str) -> dict[tuple, f
     values: dict[tuple, list[float]] = {}
     for r in rows:
         if r["mode"] == mode:
-            key = (r["workers"], r["clusters"], r["depth"] or r["buffer_bytes"],
-                   r["rho"] or r["egress_rate"])
+            key = (r["workers"], r["clusters"], *link_of(r))
             v = _num(r[metric])
             if math.isfinite(v):
                 values.setdefault(key, []).append(v)
@@ -358,10 +440,13 @@ def write_heatmaps(rows: list[dict[str, str]], out: Path) -> list[Path]:
 
     if not rows:
         return []
-    size_name = "D (gradients)" if rows[0]["depth"] else "B (bytes)"
-    rate_name = "rho (offered / C)" if rows[0]["rho"] else "C (bytes/s)"
-    sizes = sorted({r["depth"] or r["buffer_bytes"] for r in rows}, key=_num)
-    rates = sorted({r["rho"] or r["egress_rate"] for r in rows}, key=_num)
+    if rows[0].get("bottleneck"):
+        size_name, rate_name = "bottleneck", ""
+    else:
+        size_name = "D (gradients)" if rows[0]["depth"] else "B (bytes)"
+        rate_name = "rho (offered / C)" if rows[0]["rho"] else "C (bytes/s)"
+    sizes = sorted({link_of(r)[0] for r in rows}, key=_axis_order)
+    rates = sorted({link_of(r)[1] for r in rows}, key=_axis_order)
     pairs = sorted({(r["workers"], r["clusters"]) for r in rows}, key=lambda p: tuple(map(int, p)))
     baselines = [m for m in MODES if m != "olaf" and any(r["mode"] == m for r in rows)]
     paths = []
@@ -435,6 +520,11 @@ def run(args: argparse.Namespace) -> int:
         sweep = load(args.file, args.out)
     except ValueError as exc:
         usage_error(f"olaf sweep: error: {exc}")
+    if args.jobs < 1:
+        usage_error(f"olaf sweep: error: --jobs must be >= 1, got {args.jobs}")
+    if args.jobs > 1 and sweep.base.get("clock", "real") != "virtual":
+        usage_error("olaf sweep: error: --jobs needs clock = \"virtual\": real-clock runs "
+                    "measure wall time and must have the machine to themselves")
     sweep = dataclasses.replace(sweep, base=with_env_learner(sweep.base))
     sweep.out.mkdir(parents=True, exist_ok=True)
     csv_path = sweep.out / "sweep.csv"
@@ -456,19 +546,27 @@ def run(args: argparse.Namespace) -> int:
         blocks = run_command.link_figures(probe).blocks_per_gradient
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                    TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
+        configs = []
+        for cell in pending:  # every cell checked before the first one runs
+            try:
+                configs.append((cell, config_of(sweep, cell, blocks)))
+            except (TypeError, ValueError) as exc:
+                usage_error(f"olaf sweep: error: cell {key_of(cell)}: {exc}")
         with Progress(*columns, console=console) as bar:
             task = bar.add_task("cells", total=len(pending))
-            for cell in pending:
-                bar.update(task, description=", ".join(
-                    f"{k} {cell[k]}" for k in KEYS if cell[k] != ""))
-                try:
-                    cfg = config_of(sweep, cell, blocks)
-                except (TypeError, ValueError) as exc:
-                    usage_error(f"olaf sweep: error: cell {key_of(cell)}: {exc}")
-                began = time.perf_counter()
-                result = run_command.runner(cfg)(cfg)
-                append_row(csv_path, row_of(cell, result.summary(), time.perf_counter() - began))
+            if args.jobs == 1:
+                bar.update(task, description=_label(pending[0]))
+            else:
+                bar.update(task, description=f"{min(args.jobs, len(pending))} cells at a time")
+            for done_count, (cell, summary, host_s) in enumerate(run_cells(configs, args.jobs), 1):
+                append_row(csv_path, row_of(cell, summary, host_s))
                 bar.advance(task)
+                if args.jobs == 1 and done_count < len(pending):
+                    bar.update(task, description=_label(pending[done_count]))
     paths = write_heatmaps(read_rows(csv_path), sweep.out)
     console.print(f"wrote {csv_path}" + "".join(f", {p}" for p in paths))
     return 0
+
+
+def _label(cell: dict[str, Any]) -> str:
+    return ", ".join(f"{k} {cell[k]}" for k in KEYS if cell[k] != "")
