@@ -70,6 +70,33 @@ def test_auto_applies_a_gradient_with_adam_and_a_delta_with_sgd_at_delta_rate() 
     assert (sgd.optimizer, sgd.learning_rate) == ("sgd", 1.0)
 
 
+def test_the_delta_share_falls_with_the_square_root_of_the_workers() -> None:
+    # LUNAR_LANDER's share is 0.5 at 8 workers: 32 take 0.25, 2 would take 1 (the cap).
+    learner = ImpactConfig(epochs=4, delta_rate=0.5, delta_rate_workers=8)
+    assert [learner.delta_share(n) for n in (8, 32, 128, 2, 1)] == pytest.approx(
+        [0.5, 0.25, 0.125, 1.0, 1.0])
+    assert ImpactConfig(epochs=4, delta_rate=0.5).delta_share(32) == 0.5  # 0: whatever N
+    with pytest.raises(ValueError, match="delta_rate_workers"):
+        ImpactConfig(delta_rate_workers=-1)
+
+
+def test_a_runs_parameter_server_applies_the_share_of_its_number_of_workers() -> None:
+    import torch
+
+    from olaf.drl.impact import LUNAR_LANDER
+    from olaf.drl.learners import parameter_server
+
+    model = torch.nn.Linear(2, 2)
+    for workers, share in ((8, 0.5), (32, 0.25)):
+        cfg = RunConfig(env_id="LunarLander-v3", workers=workers, impact=LUNAR_LANDER)
+        ps = parameter_server(cfg, model)
+        assert (ps.optimizer, ps.learning_rate) == ("sgd", pytest.approx(share))
+    # ps.learning_rate set by hand still wins.
+    cfg = RunConfig(env_id="LunarLander-v3", workers=32, impact=LUNAR_LANDER,
+                    ps=PsConfig(learning_rate=0.5))
+    assert parameter_server(cfg, model).learning_rate == 0.5
+
+
 def test_bad_ps_settings_and_agg_counts_are_refused() -> None:
     with pytest.raises(ValueError, match="ps.aggregate"):
         PsConfig(aggregate="median")

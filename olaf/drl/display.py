@@ -122,6 +122,7 @@ class Progress:
 
 SUMMARY_ROWS = (
     ("learner", "algo", 0),
+    ("share of each delta the PS applies", "delta_share", 3),
     ("stopped by", "stopped_by", 0),
     ("error", "error", 0),
     ("resumed from env step", "resumed_from_steps", 0),

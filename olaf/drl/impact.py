@@ -52,6 +52,7 @@ does the refresh, the backward pass, the clipping and the flattening.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import gymnasium as gym
@@ -161,6 +162,13 @@ class ImpactConfig:
     size under ``ps.optimizer=auto``). 1 moves the PS to the worker's improved weights;
     with 8 workers, whose deltas from nearly the same weights land one after another,
     0.5 learned LunarLander-v3 where 1 was unstable (docs/results.md)."""
+    delta_rate_workers: int = 0
+    """Local epochs: the number of workers ``delta_rate`` is the share for; a run of N
+    workers applies ``delta_rate * sqrt(delta_rate_workers / N)`` (at most 1) instead.
+    N workers' deltas from nearly the same weights add up at the PS: a share that does not
+    fall with N overshoots (32 LunarLander-v3 workers at 0.5 collapsed), one that falls as
+    1/N moves the weights N times less per env step (0.125 at 32 hovered), and the square
+    root between them (0.25 at 32) learned (docs/results.md). 0: ``delta_rate`` whatever N."""
     anneal_lr: bool = False
     """Local epochs: the local Adam's step size falls linearly from ``local_learning_rate``
     toward 0 over the worker's share of the run's env-step budget (``total_steps /
@@ -183,6 +191,12 @@ class ImpactConfig:
         ``ps.optimizer=auto`` then applies it with SGD at ``delta_rate``."""
         return self.epochs > 1
 
+    def delta_share(self, workers: int) -> float:
+        """The share of each delta the PS applies in a run of ``workers`` workers."""
+        if not self.delta_rate_workers:
+            return self.delta_rate
+        return min(1.0, self.delta_rate * math.sqrt(self.delta_rate_workers / max(workers, 1)))
+
     def __post_init__(self) -> None:
         checks = [
             (self.hidden >= 1, "hidden must be >= 1"),
@@ -192,6 +206,7 @@ class ImpactConfig:
             (self.epochs >= 1 and self.minibatches >= 1, "epochs and minibatches must be >= 1"),
             (self.local_learning_rate > 0, "local_learning_rate must be > 0"),
             (self.delta_rate > 0, "delta_rate must be > 0"),
+            (self.delta_rate_workers >= 0, "delta_rate_workers must be >= 0"),
             (self.trust_region in TRUST_REGIONS, f"trust_region must be one of {TRUST_REGIONS}"),
             (0.0 < self.gamma <= 1.0, "gamma must be in (0, 1]"),
             (0.0 <= self.vtrace_lambda <= 1.0, "vtrace_lambda must be in [0, 1]"),
@@ -338,14 +353,17 @@ def clip_grad_norms(model: ActorCritic, actor_max: float, critic_max: float) -> 
 
 
 LUNAR_LANDER = ImpactConfig(hidden=64, rollout_steps=1024, envs_per_worker=4, gamma=0.999,
-                            vtrace_lambda=0.98, epochs=4, minibatches=64, clip=0.1)
+                            vtrace_lambda=0.98, epochs=4, minibatches=64, clip=0.1,
+                            delta_rate_workers=8)
 """The learner measured on LunarLander-v3 (docs/results.md, issue 27): rl-baselines3-zoo's
 LunarLander PPO (64-wide networks, gamma 0.999, lambda 0.98, 4 epochs of minibatches of
 64) as local epochs at 8 workers of 4 x 1024 steps, half of each delta applied, with the
 clip at 0.1 (PPO's paper tried 0.1-0.3 and uses 0.1 for Atari, as rl-baselines3-zoo's
 Atari PPO does): the eight workers' clipped moves add up at the PS, and at the zoo's 0.2
 4 of 10 seeds learned to hover into the time limit after a greedy peak of 145-199. It
-needs a queue that holds a whole update (154 blocks): ``docs/learner.md`` gives its flags."""
+needs a queue that holds a whole update (154 blocks): ``docs/learner.md`` gives its flags.
+The share is 0.5 at 8 workers and scales as ``sqrt(8 / N)`` with N workers
+(``delta_rate_workers``): 0.25 at 32."""
 
 
 class Impact(Algorithm):

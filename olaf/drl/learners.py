@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from torch import nn
@@ -99,5 +99,9 @@ def run_model(cfg: RunConfig) -> nn.Module:
 
 
 def parameter_server(cfg: RunConfig, model: nn.Module) -> ParameterServer:
-    """The run's parameter server, starting from ``model``'s weights."""
-    return ParameterServer(flat_parameters(model), algo_config(cfg), cfg.values, cfg.ps)
+    """The run's parameter server, starting from ``model``'s weights (IMPACT's delta share
+    taken for the run's number of workers: ``ImpactConfig.delta_share``)."""
+    config = algo_config(cfg)
+    if isinstance(config, ImpactConfig):
+        config = replace(config, delta_rate=config.delta_share(cfg.workers))
+    return ParameterServer(flat_parameters(model), config, cfg.values, cfg.ps)

@@ -173,6 +173,9 @@ class RunResult:
             "capacity": cfg.capacity,
             "seed": cfg.seed,
             "algo": cfg.algo,
+            # IMPACT with local epochs: delta_rate as taken for this many workers.
+            "delta_share": (cfg.impact.delta_share(cfg.workers)
+                            if cfg.algo == "impact" and cfg.impact.sends_delta else None),
             "target_reward": cfg.target_reward,
             "total_steps_budget": cfg.total_steps,
             "wall_time_s": self.wall_time,
