@@ -33,6 +33,8 @@ The file (TOML, read with tomllib)::
     first_seed = 0
     [sweep]
     out = "runs/sweep"          # --out overrides it
+    gather = ["a.toml"]         # sweeps with the same [run] whose finished rows are cells
+                                #    of this grid: copied into this CSV before anything runs
 
 Modes: ``olaf`` (OLAF queue, P_s), ``olaf-always`` (OLAF queue, workers always send),
 ``fifo`` (drop-tail, always send), ``fifo+sa`` (drop-tail with the PS's
@@ -122,6 +124,8 @@ class Sweep:
     values of each."""
     seeds: list[int]
     out: Path
+    gather: tuple[Path, ...] = ()
+    """Sweep files whose rows this one takes in (``gather_rows``)."""
 
 
 def load(path: Path, out: Path | None) -> Sweep:
@@ -177,8 +181,14 @@ def load(path: Path, out: Path | None) -> Sweep:
                          "load; with clock = \"real\" give egress_rate")
     if not seed_list:
         raise ValueError(f"{path}: no seeds")
-    target = out or Path(doc.get("sweep", {}).get("out", f"runs/sweep-{path.stem}"))
-    return Sweep(base, grid, seed_list, target)
+    table = doc.get("sweep", {})
+    if set(table) - {"out", "gather"}:
+        raise ValueError(f"{path}: [sweep] has unknown key(s) {sorted(set(table) - {'out', 'gather'})}")
+    gather = table.get("gather", [])
+    if not isinstance(gather, list) or not all(isinstance(g, str) for g in gather):
+        raise ValueError(f"{path}: [sweep] gather must be a list of sweep file paths")
+    target = out or Path(table.get("out", f"runs/sweep-{path.stem}"))
+    return Sweep(base, grid, seed_list, target, tuple(Path(g) for g in gather))
 
 
 def _nested(path: Path, name: str, kind: type, table: dict[str, Any]) -> Any:
@@ -272,6 +282,28 @@ def nominal_turn_s(cfg: Any) -> float:
     learner = algo_config(cfg)
     steps = getattr(learner, "envs_per_worker", 1) * getattr(learner, "rollout_steps", 32)
     return (steps * cfg.step_time_us + cfg.compute_time_us) / 1e6
+
+
+def gather_rows(sweep: Sweep, csv_path: Path, *, write: bool = True) -> int:
+    """Copy into ``csv_path`` the rows of the ``gather`` sweeps that are cells of this grid
+    and not yet in it; how many. A gathered sweep must have this one's ``[run]`` (else
+    ValueError), so that its rows are runs of these very cells."""
+    wanted = {key_of(c) for c in cells(sweep)}
+    have = {key_of(r) for r in read_rows(csv_path)}
+    added = 0
+    for path in sweep.gather:
+        other = load(path, None)
+        if other.base != sweep.base:
+            raise ValueError(f"gather {path}: its [run] is not this sweep's, so its rows are "
+                             "not runs of these cells")
+        for row in read_rows(other.out / "sweep.csv"):
+            key = key_of(row)
+            if key in wanted and key not in have:
+                if write:
+                    append_row(csv_path, row)
+                have.add(key)
+                added += 1
+    return added
 
 
 def run_cell(cfg: Any) -> tuple[dict[str, Any], float]:
@@ -451,6 +483,8 @@ def write_heatmaps(rows: list[dict[str, str]], out: Path) -> list[Path]:
     baselines = [m for m in MODES if m != "olaf" and any(r["mode"] == m for r in rows)]
     paths = []
     for (w, k), baseline in itertools.product(pairs, baselines):
+        if not any(r["mode"] == baseline and (r["workers"], r["clusters"]) == (w, k) for r in rows):
+            continue  # nothing to draw: this slice has no run of the baseline yet
         panels = [("time to target", paired(rows, baseline, "time_to_target_s")),
                   ("env steps to target", paired(rows, baseline, "steps_to_target"))]
         fig, axes = plt.subplots(1, 4, figsize=(4.2 * 4, 0.9 * len(rates) + 2.6))
@@ -525,10 +559,18 @@ def run(args: argparse.Namespace) -> int:
     if args.jobs > 1 and sweep.base.get("clock", "real") != "virtual":
         usage_error("olaf sweep: error: --jobs needs clock = \"virtual\": real-clock runs "
                     "measure wall time and must have the machine to themselves")
+    as_written = sweep  # gather compares [run] tables as the files give them
     sweep = dataclasses.replace(sweep, base=with_env_learner(sweep.base))
     sweep.out.mkdir(parents=True, exist_ok=True)
     csv_path = sweep.out / "sweep.csv"
     console = Console()
+    if sweep.gather:
+        try:
+            gathered = gather_rows(as_written, csv_path, write=not args.dry_run)
+        except ValueError as exc:
+            usage_error(f"olaf sweep: error: {exc}")
+        console.print(f"olaf sweep {args.file}: {'would gather' if args.dry_run else 'gathered'} "
+                      f"{gathered} rows from {len(sweep.gather)} sweeps")
     todo = cells(sweep)
     done = {key_of(r) for r in read_rows(csv_path)}
     pending = [c for c in todo if key_of(c) not in done]
