@@ -168,7 +168,8 @@ class ImpactConfig:
     N workers' deltas from nearly the same weights add up at the PS: a share that does not
     fall with N overshoots (32 LunarLander-v3 workers at 0.5 collapsed), one that falls as
     1/N moves the weights N times less per env step (0.125 at 32 hovered), and the square
-    root between them (0.25 at 32) learned (docs/results.md). 0: ``delta_rate`` whatever N."""
+    root between them (0.25 at 32) is the only share that reached 200 there, on 6 of 18
+    runs (docs/results.md). 0: ``delta_rate`` whatever N."""
     anneal_lr: bool = False
     """Local epochs: the local Adam's step size falls linearly from ``local_learning_rate``
     toward 0 over the worker's share of the run's env-step budget (``total_steps /
