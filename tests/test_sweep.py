@@ -35,6 +35,25 @@ def rows(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
+def count_runs(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int, int]]:
+    """The (mode, seed, capacity) of every run the sweep makes from now on in this process."""
+    ran: list[tuple[str, int, int]] = []
+    real = run_command.runner
+
+    def counting(cfg):  # noqa: ANN001, ANN202
+        ran.append((cfg.mode, cfg.seed, cfg.capacity))
+        return real(cfg)
+
+    monkeypatch.setattr(run_command, "runner", counting)
+    return ran
+
+
+def two_cells() -> str:
+    """The small sweep cut to one cell (D 10, rho 4, seed 0) in each of its two modes."""
+    return (SMALL.read_text().replace("depth = [1, 10]", "depth = [10]")
+            .replace("rho = [0.5, 4]", "rho = [4]").replace("seeds = 2", "seeds = 1"))
+
+
 def test_the_small_sweep_runs_resumes_and_draws(tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "sweep"
@@ -54,14 +73,7 @@ def test_the_small_sweep_runs_resumes_and_draws(tmp_path: Path,
         writer = csv.DictWriter(f, list(table[0]))
         writer.writeheader()
         writer.writerows(kept)
-    ran = []
-    real = run_command.runner
-
-    def counting(cfg):  # noqa: ANN001, ANN202
-        ran.append((cfg.mode, cfg.seed))
-        return real(cfg)
-
-    monkeypatch.setattr(run_command, "runner", counting)
+    ran = count_runs(monkeypatch)
     assert main(["sweep", str(SMALL), "--out", str(out)]) == 0
     assert len(ran) == 2
     again = rows(out / "sweep.csv")
@@ -128,21 +140,12 @@ def test_a_published_sweep_has_a_row_for_every_cell(path: Path, monkeypatch: pyt
 def test_gather_takes_the_rows_of_sweeps_with_the_same_run(tmp_path: Path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     part = tmp_path / "part.toml"
-    part.write_text(SMALL.read_text().replace("depth = [1, 10]", "depth = [10]")
-                    .replace("rho = [0.5, 4]", "rho = [4]").replace("seeds = 2", "seeds = 1")
-                    .replace('out = "runs/sweep-small"', f'out = "{tmp_path / "part"}"'))
+    part.write_text(two_cells().replace('out = "runs/sweep-small"', f'out = "{tmp_path / "part"}"'))
     assert main(["sweep", str(part)]) == 0
     whole = tmp_path / "whole.toml"
     whole.write_text(SMALL.read_text().replace("seeds = 2", "seeds = 1").replace(
         'out = "runs/sweep-small"', f'out = "{tmp_path / "whole"}"\ngather = ["{part}"]'))
-    ran = []
-    real = run_command.runner
-
-    def counting(cfg):  # noqa: ANN001, ANN202
-        ran.append((cfg.capacity, cfg.mode))
-        return real(cfg)
-
-    monkeypatch.setattr(run_command, "runner", counting)
+    ran = count_runs(monkeypatch)
     assert main(["sweep", str(whole)]) == 0
     assert len(ran) == 8 - 2  # the part's two cells were gathered, not run again
     table = rows(tmp_path / "whole" / "sweep.csv")
@@ -227,8 +230,7 @@ def test_jobs_run_the_same_cells_to_the_same_results(tmp_path: Path,
     # The virtual clock's runs do not depend on what else runs: two at a time in processes
     # of their own give the rows that one after the other in this process gives.
     path = tmp_path / "two.toml"
-    path.write_text(SMALL.read_text().replace("depth = [1, 10]", "depth = [10]")
-                    .replace("rho = [0.5, 4]", "rho = [4]").replace("seeds = 2", "seeds = 1"))
+    path.write_text(two_cells())
     assert main(["sweep", str(path), "--out", str(tmp_path / "one")]) == 0
     assert main(["sweep", str(path), "--out", str(tmp_path / "two"), "--jobs", "2"]) == 0
     one, two = rows(tmp_path / "one" / "sweep.csv"), rows(tmp_path / "two" / "sweep.csv")
