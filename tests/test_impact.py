@@ -177,7 +177,7 @@ def test_local_epochs_send_the_delta_to_improved_weights_and_act_with_the_ps_s()
         before, _, _ = impact_loss(worker.model, rollout, cfg)
         worker.load_weights(theta - update.flat, 4)
         after, _, _ = impact_loss(worker.model, rollout, cfg)
-        assert float(after) < float(before)
+        assert after.item() < before.item()
         # One epoch: the gradient of one loss, as before.
         one = ImpactWorker("CartPole-v1", 1, ImpactConfig(envs_per_worker=2, rollout_steps=8, epochs=1),
                            seed=0)
