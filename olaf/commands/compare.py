@@ -11,7 +11,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from olaf.drl.stats import mean_std, plus_minus, staleness_cells
+from olaf.drl.censored import Comparison, Outcome, compare, km_median
+from olaf.drl.stats import plus_minus, staleness_cells
 
 HELP = ("run the same configuration in olaf, olaf-always and fifo mode over seeds and "
         "compare convergence")
@@ -37,13 +38,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--modes", default=",".join(MODES),
                         help="comma-separated subset of olaf (OLAF queue + P_s), olaf-always (OLAF "
                         "queue, workers always send), fifo (default: all three)")
+    parser.add_argument("--baseline", default="fifo", metavar="MODE",
+                        help="the mode every other one is compared against (default fifo; its "
+                        "time over theirs, > 1: they reached the target sooner)")
     parser.add_argument("--out", type=Path, default=Path("runs/compare"),
                         help="directory for per-run metrics, the table and the combined plot")
     parser.epilog = ("Without --target-reward the target is the environment's "
                      "spec.reward_threshold, checked on the --eval-policy evaluations. Every run uses its "
                      "whole --total-steps budget (it does not stop at the target, so that final "
                      "returns compare over the same budget). A run that never reaches the "
-                     "target counts with its full budget (a bound).")
+                     "target is right-censored at its budget: the ratios against --baseline "
+                     "keep that bound's direction, and seeds where neither mode reached it are "
+                     "counted, not averaged (olaf.drl.censored).")
 
 
 def parse_modes(text: str) -> list[str]:
@@ -58,34 +64,43 @@ def parse_modes(text: str) -> list[str]:
     return modes
 
 
-def speedups(olaf: list[dict[str, Any]], fifo: list[dict[str, Any]]) -> list[float]:
-    """Per seed: FIFO time to target / OLAF time to target (> 1: OLAF converges faster).
+def outcome(summary: dict[str, Any], metric: str) -> Outcome:
+    """A run's time (``metric`` "time") or env steps ("steps") to the target; when it
+    missed, the budget it used, as a bound."""
+    if metric == "time":
+        value, budget = summary["time_to_target_s"], summary["wall_time_s"]
+    else:
+        value, budget = summary["steps_to_target"], summary["env_steps"]
+    return Outcome(budget if value is None else value, value is not None)
 
-    A run that missed the target counts with its wall time, so that seed's ratio is a
-    bound; a seed where neither mode reached the target says nothing and is left out.
-    """
-    out = []
-    for o, f in zip(olaf, fifo, strict=True):
-        if o["time_to_target_s"] is None and f["time_to_target_s"] is None:
-            continue
-        to = o["time_to_target_s"] or o["wall_time_s"]
-        tf = f["time_to_target_s"] or f["wall_time_s"]
-        out.append(tf / to)
-    return out
+
+def versus(baseline: list[dict[str, Any]], top: list[dict[str, Any]], metric: str) -> Comparison:
+    """Per seed, the baseline's time (or env steps) to target over the top mode's, as
+    censored data."""
+    return compare([outcome(r, metric) for r in baseline], [outcome(r, metric) for r in top])
+
+
+def comparison_json(c: Comparison) -> dict[str, Any]:
+    return {"ratio": c.ratio, "low": c.low, "high": c.high, "text": c.interval_text(),
+            "significant": c.verdict, "reached_baseline": c.reached_baseline,
+            "reached_top": c.reached_top, "seeds": c.n, "both_missed": c.n - c.informative,
+            "per_seed": [{"ratio": p.ratio, "kind": p.kind} for p in c.pairs]}
 
 
 def compare_row(mode: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """One table row: means ± std over the seeds of a mode. A run that missed the target
-    counts with its wall time and env steps (a bound)."""
+    """One table row: the Kaplan-Meier medians of time and env steps to target (a run that
+    missed is censored at its budget; "not reached" when half or more missed), and means ±
+    std over the seeds of everything else."""
     reached = [r["time_to_target_s"] for r in runs if r["time_to_target_s"] is not None]
+    ttt = km_median([outcome(r, "time") for r in runs])
+    steps = km_median([outcome(r, "steps") for r in runs])
     return {
         "mode": mode,
         "send": MODES[mode][2] if mode in MODES else "-",
         "seeds": len(runs),
         "reached": f"{len(reached)}/{len(runs)}",
-        "ttt": plus_minus([r["time_to_target_s"] or r["wall_time_s"] for r in runs]),
-        "steps": plus_minus([r["steps_to_target"] if r["steps_to_target"] is not None
-                             else r["env_steps"] for r in runs], 0),
+        "ttt": "not reached" if ttt is None else f"{ttt:,.1f}",
+        "steps": "not reached" if steps is None else f"{steps:,.0f}",
         "final": plus_minus([r["final_return"] for r in runs]),
         "final_eval": plus_minus([r.get("final_eval_return") for r in runs]),
         **staleness_cells(runs),
@@ -116,6 +131,9 @@ def run(args: argparse.Namespace) -> int:
     if args.seeds < 1:
         usage_error("olaf compare: error: --seeds must be >= 1")
     modes = parse_modes(args.modes)
+    if args.baseline not in MODES:
+        usage_error(f"olaf compare: error: --baseline {args.baseline!r}: choose from "
+                    f"{', '.join(MODES)}")
     target = resolve_target(args)
     console = Console() if Console().is_terminal else Console(width=200)
     results = []
@@ -142,25 +160,24 @@ def run(args: argparse.Namespace) -> int:
     for mode, runs in summaries.items():
         rows.append(compare_row(mode, runs))
     console.print(compare_table(rows))
-    speedup: dict[str, dict[str, Any]] = {}
-    for mode in (m for m in modes if m != "fifo" and "fifo" in summaries):
-        ratios = speedups(summaries[mode], summaries["fifo"])
-        mean, std = mean_std(ratios)
-        speedup[mode] = {"per_seed": ratios, "mean": mean, "std": std}
-        if ratios:
-            console.print(f"target {target}: speedup (fifo time / {mode} time to target) "
-                          f"{mean:.2f} ± {std:.2f} over {len(ratios)} seed(s) where a mode "
-                          "reached it; per seed " + ", ".join(f"{r:.2f}" for r in ratios)
-                          + f"; time to target {100 * (1 - 1 / mean):+.0f} % shorter with {mode}")
-        else:
-            console.print(f"target {target}: neither {mode} nor fifo reached it, no speedup")
+    if args.baseline not in summaries:
+        console.print(f"no ratios: the baseline {args.baseline} was not among --modes")
+    against: dict[str, dict[str, Any]] = {}
+    for mode in (m for m in modes if m != args.baseline and args.baseline in summaries):
+        against[mode] = {}
+        for metric, what in (("steps", "env steps"), ("time", "time")):
+            c = versus(summaries[args.baseline], summaries[mode], metric)
+            against[mode][metric] = comparison_json(c)
+            console.print(f"target {target}: {args.baseline}/{mode} {what} to target "
+                          f"{c.interval_text()} (censored 95 % interval; reached "
+                          f"{args.baseline} {c.reached_baseline}/{c.n}, {mode} "
+                          f"{c.reached_top}/{c.n}; {c.n - c.informative} seed(s) both missed; "
+                          + ("significant: " + f"{mode} {c.verdict}" if c.verdict != "-"
+                             else "not significant") + ")")
     plot = write_compare_plot(results, args.out / "compare.png")
     write_staleness_plot(results, args.out / "staleness.png")
-    olaf_speedup = speedup.get("olaf", {"per_seed": [], "mean": None, "std": None})
     write_json(args.out / "compare.json", {"target_reward": target, "modes": modes, "rows": rows,
-                                          "speedup_per_seed": olaf_speedup["per_seed"],
-                                          "speedup_mean": olaf_speedup["mean"],
-                                          "speedup_std": olaf_speedup["std"],
-                                          "speedup_vs_fifo": speedup, "runs": summaries})
+                                          "baseline": args.baseline, "against_baseline": against,
+                                          "runs": summaries})
     console.print(f"wrote {plot}, {args.out / 'staleness.png'} and {args.out / 'compare.json'}")
     return 0

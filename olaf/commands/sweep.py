@@ -40,9 +40,12 @@ Modes: ``olaf`` (OLAF queue, P_s), ``olaf-always`` (OLAF queue, workers always s
 ``fifo`` (drop-tail, always send), ``fifo+sa`` (drop-tail with the PS's
 staleness-aware aggregation, ``aggregation = "staleness-aware"``) and ``olaf+sa`` (the OLAF
 queue with that PS: does the host-side correction add to OLAF?). Ratios are paired by
-seed (the same seed's baseline run over its OLAF run); a run that missed the target
-counts with its whole budget (a bound, as in ``olaf compare``); the interval is a t
-interval on the log ratios (a geometric mean), so it is symmetric in which mode is on top.
+seed (the same seed's baseline run over its top run, ``--baseline`` / ``--top``, by default
+every other mode over ``olaf``) and read as right-censored data (olaf.drl.censored): a run
+that missed the target is a bound (the CSV's ``steps_to_target`` and ``time_to_target_s``
+then hold the budget it used, and ``reached`` is 0), a pair where both missed is counted
+and left out, and a cell is significant only where the censored interval excludes 1.
+``--report`` prints the comparison as Markdown tables (what docs/results.md shows).
 """
 
 from __future__ import annotations
@@ -55,7 +58,7 @@ import math
 import multiprocessing
 import time
 import tomllib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from pathlib import Path
 from typing import Any
@@ -66,6 +69,7 @@ import numpy as np
 import olaf.commands.run as run_command
 from olaf.drl.boosting import BoostConfig
 from olaf.drl.bottleneck import PRESETS, buffer_for, egress_for, offered_rate
+from olaf.drl.censored import Comparison, Outcome, compare
 from olaf.drl.cli_args import usage_error
 from olaf.drl.config import RunConfig, run_defaults
 from olaf.drl.staleness import StalenessConfig
@@ -93,10 +97,8 @@ METRICS = ("bottleneck", "reached", "steps_to_target", "time_to_target_s", "env_
            "capacity", "pull_rate", "dropped_full_share", "dropped_reward_share", "delta_share",
            "host_s")
 COLUMNS = KEYS + METRICS
-T_975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
-         2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
-         2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
-"""Two-sided 95 % quantiles of Student's t for 1..30 degrees of freedom (1.96 beyond)."""
+METRICS_TO_TARGET = {"steps": "steps_to_target", "time": "time_to_target_s"}
+"""``--metric``: env steps (the measure to read first) or time to the target."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -110,6 +112,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--jobs", type=int, default=1, metavar="N",
                         help="virtual clock: run N cells at once, each in its own process (a "
                         "cell's result does not depend on N; default 1)")
+    parser.add_argument("--report", action="store_true",
+                        help="run nothing: print the comparison of --baseline against --top "
+                        "per cell as Markdown tables (censored statistics)")
+    parser.add_argument("--baseline", default=None, metavar="MODE",
+                        help="the mode on the ratio's top line (default: fifo for --report, "
+                        "every mode but --top for the heatmaps)")
+    parser.add_argument("--top", default="olaf", metavar="MODE",
+                        help="the mode the baseline is divided by (default olaf; > 1: it "
+                        "reached the target sooner)")
+    parser.add_argument("--metric", choices=tuple(METRICS_TO_TARGET), default="steps",
+                        help="--report: env steps (default) or time to the target")
 
 
 # -- the grid -----------------------------------------------------------------------------------
@@ -397,20 +410,6 @@ def _cell_text(value: Any) -> str:
 
 
 # -- statistics and heatmaps --------------------------------------------------------------------
-def ratio_interval(ratios: Iterable[float]) -> tuple[float, float, float, int]:
-    """(geometric mean, low, high, n) of paired ratios: a 95 % t interval on their logs."""
-    logs = [math.log(r) for r in ratios if r > 0 and math.isfinite(r)]
-    n = len(logs)
-    if not n:
-        return math.nan, math.nan, math.nan, 0
-    mean = sum(logs) / n
-    if n == 1:
-        return math.exp(mean), math.nan, math.nan, 1
-    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (n - 1))
-    half = (T_975[n - 2] if n - 1 <= len(T_975) else 1.96) * sd / math.sqrt(n)
-    return math.exp(mean), math.exp(mean - half), math.exp(mean + half), n
-
-
 def _num(text: str) -> float:
     try:
         return float(text)
@@ -434,19 +433,29 @@ def link_of(row: dict[str, str]) -> tuple[str, str]:
     return row["depth"] or row["buffer_bytes"], row["rho"] or row["egress_rate"]
 
 
-def paired(rows: list[dict[str, str]], baseline: str, metric: str) -> dict[tuple, list[float]]:
-    """Per (workers, clusters, size, rate): baseline/olaf ratios of ``metric``, one per seed."""
+def outcome_of(row: dict[str, str], metric: str) -> Outcome:
+    """A row's time or env steps to target (``metric``, a CSV column); when it missed, the
+    budget it used, as a bound."""
+    return Outcome(_num(row[metric]), row["reached"] == "1")
+
+
+def comparisons(rows: list[dict[str, str]], baseline: str, top: str,
+                metric: str) -> dict[tuple, Comparison]:
+    """Per (workers, clusters, size, rate): ``baseline`` against ``top`` on ``metric``,
+    paired by seed (seeds that have both modes)."""
     by = {(r["workers"], r["clusters"], *link_of(r), r["mode"], r["seed"]): r for r in rows}
-    out: dict[tuple, list[float]] = {}
-    for (w, k, s, c, mode, seed), r in by.items():
-        if mode != "olaf":
+    runs: dict[tuple, tuple[list[Outcome], list[Outcome]]] = {}
+    for (w, k, s, c, mode, seed), r in sorted(by.items(), key=lambda kv: _seed_order(kv[0][5])):
+        if mode != top or (other := by.get((w, k, s, c, baseline, seed))) is None:
             continue
-        other = by.get((w, k, s, c, baseline, seed))
-        if other is None:
-            continue
-        a, b = _num(other[metric]), _num(r[metric])
-        out.setdefault((w, k, s, c), []).append(a / b if b > 0 else math.nan)
-    return out
+        pair = runs.setdefault((w, k, s, c), ([], []))
+        pair[0].append(outcome_of(other, metric))
+        pair[1].append(outcome_of(r, metric))
+    return {key: compare(*pair) for key, pair in runs.items()}
+
+
+def _seed_order(seed: str) -> float:
+    return _num(seed)
 
 
 def mean_of(rows: list[dict[str, str]], mode: str, metric: str) -> dict[tuple, float]:
@@ -460,9 +469,11 @@ def mean_of(rows: list[dict[str, str]], mode: str, metric: str) -> dict[tuple, f
     return {k: sum(v) / len(v) for k, v in values.items()}
 
 
-def write_heatmaps(rows: list[dict[str, str]], out: Path) -> list[Path]:
-    """One PNG per (workers, clusters, baseline mode): ratio in time and in env steps to
-    target (95 % intervals in each cell), then staleness and AoM of baseline and OLAF."""
+def write_heatmaps(rows: list[dict[str, str]], out: Path, top: str = "olaf",
+                   baselines: list[str] | None = None) -> list[Path]:
+    """One PNG per (workers, clusters, baseline mode): the baseline/top ratio in time and in
+    env steps to target (censored interval in each cell; a cell with a run that missed is
+    hatched and says how many of each mode reached), then staleness and AoM of both."""
     # matplotlib: imported when the heatmaps are drawn, so `olaf --help` stays fast; the Agg
     # backend is chosen before pyplot is imported.
     import matplotlib
@@ -480,40 +491,106 @@ def write_heatmaps(rows: list[dict[str, str]], out: Path) -> list[Path]:
     sizes = sorted({link_of(r)[0] for r in rows}, key=_axis_order)
     rates = sorted({link_of(r)[1] for r in rows}, key=_axis_order)
     pairs = sorted({(r["workers"], r["clusters"]) for r in rows}, key=lambda p: tuple(map(int, p)))
-    baselines = [m for m in MODES if m != "olaf" and any(r["mode"] == m for r in rows)]
+    if baselines is None:
+        baselines = [m for m in MODES if m != top and any(r["mode"] == m for r in rows)]
     paths = []
     for (w, k), baseline in itertools.product(pairs, baselines):
         if not any(r["mode"] == baseline and (r["workers"], r["clusters"]) == (w, k) for r in rows):
             continue  # nothing to draw: this slice has no run of the baseline yet
-        panels = [("time to target", paired(rows, baseline, "time_to_target_s")),
-                  ("env steps to target", paired(rows, baseline, "steps_to_target"))]
-        fig, axes = plt.subplots(1, 4, figsize=(4.2 * 4, 0.9 * len(rates) + 2.6))
-        for ax, (title, ratios) in zip(axes[:2], panels, strict=True):
+        panels = [("time to target", comparisons(rows, baseline, top, "time_to_target_s")),
+                  ("env steps to target", comparisons(rows, baseline, top, "steps_to_target"))]
+        fig, axes = plt.subplots(1, 4, figsize=(4.2 * 4, 1.1 * len(rates) + 2.8))
+        for ax, (title, cells_of) in zip(axes[:2], panels, strict=True):
             grid = [[math.nan] * len(sizes) for _ in rates]
             labels = [[""] * len(sizes) for _ in rates]
+            hatched = []
             for i, c in enumerate(rates):
                 for j, s in enumerate(sizes):
-                    mean, lo, hi, n = ratio_interval(ratios.get((w, k, s, c), []))
-                    grid[i][j] = math.log2(mean) if n else math.nan
-                    if n:
-                        labels[i][j] = f"{mean:.2f}\n[{lo:.2f}, {hi:.2f}]" if n > 1 else f"{mean:.2f}"
+                    cmp = cells_of.get((w, k, s, c))
+                    if cmp is None:
+                        continue
+                    finite = math.isfinite(cmp.ratio) and cmp.ratio > 0
+                    grid[i][j] = math.log2(cmp.ratio) if finite else math.nan
+                    labels[i][j] = _cell_label(cmp, baseline, top)
+                    if cmp.censored:
+                        hatched.append((i, j))
             _draw(ax, grid, labels, sizes, rates, size_name, rate_name, cmap="RdBu", centred=True)
-            ax.set_title(f"{baseline}/olaf: {title}\n(> 1: OLAF faster; 95 % CI)", fontsize=9)
+            for i, j in hatched:
+                ax.add_patch(matplotlib.patches.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False,
+                                                          hatch="//", edgecolor="0.55", lw=0))
+            ax.set_title(f"{baseline}/{top}: {title}\n(> 1: {top} faster; censored 95 % CI; "
+                         "hatched: a run missed)", fontsize=9)
         for ax, (metric, name) in zip(axes[2:], (("mean_staleness_versions", "staleness (versions)"),
                                                  ("aom_mean_ms", "AoM mean (ms)")), strict=True):
-            base_mean, olaf_mean = mean_of(rows, baseline, metric), mean_of(rows, "olaf", metric)
+            base_mean, top_mean = mean_of(rows, baseline, metric), mean_of(rows, top, metric)
             grid = [[base_mean.get((w, k, s, c), math.nan) for s in sizes] for c in rates]
             labels = [[f"{base_mean.get((w, k, s, c), math.nan):.3g} / "
-                       f"{olaf_mean.get((w, k, s, c), math.nan):.3g}" for s in sizes] for c in rates]
+                       f"{top_mean.get((w, k, s, c), math.nan):.3g}" for s in sizes] for c in rates]
             _draw(ax, grid, labels, sizes, rates, size_name, rate_name, cmap="viridis", centred=False)
-            ax.set_title(f"{name}: {baseline} / olaf", fontsize=9)
-        fig.suptitle(f"{w} workers, {k} cluster(s): {baseline} against olaf", fontsize=10)
+            ax.set_title(f"{name}: {baseline} / {top}", fontsize=9)
+        fig.suptitle(f"{w} workers, {k} cluster(s): {baseline} against {top}", fontsize=10)
         fig.tight_layout()
-        path = out / f"heatmap-w{w}-k{k}-{baseline.replace('+', '-')}.png"
+        suffix = "" if top == "olaf" else f"-vs-{top.replace('+', '-')}"
+        path = out / f"heatmap-w{w}-k{k}-{baseline.replace('+', '-')}{suffix}.png"
         fig.savefig(path, dpi=110)
         plt.close(fig)
         paths.append(path)
     return paths
+
+
+def _cell_label(cmp: Comparison, baseline: str, top: str) -> str:
+    """The ratio with its interval on two lines, and, where a run missed, who reached."""
+    text = cmp.interval_text().replace(" [", "\n[", 1)
+    if cmp.censored:
+        text += f"\nreached {cmp.reached_baseline}|{cmp.reached_top} of {cmp.n}"
+    return text
+
+
+def report(rows: list[dict[str, str]], baseline: str, top: str, metric: str) -> str:
+    """Markdown: per (workers, clusters) a table of ``baseline`` against ``top`` in each
+    cell (reached k/n, Kaplan-Meier medians, the censored ratio and its verdict), then a
+    count of significant cells per slice. The same text for the same CSV, byte for byte
+    (docs/results.md's tables are this function's output; a test compares them)."""
+    column = METRICS_TO_TARGET[metric]
+    what = "env steps" if metric == "steps" else "time (s)"
+    cells_of = comparisons(rows, baseline, top, column)
+    if not cells_of:
+        return f"no seed has both {baseline} and {top}\n"
+    slices = sorted({key[:2] for key in cells_of}, key=lambda p: tuple(map(int, p)))
+    preset = bool(rows[0].get("bottleneck"))
+    out: list[str] = []
+    tally = []
+    for w, k in slices:
+        keys = sorted((key for key in cells_of if key[:2] == (w, k)),
+                      key=lambda key: (_axis_order(key[2]), _axis_order(key[3])))
+        head = "| bottleneck |" if preset else "| D | rho |"
+        out += [f"**{w} workers, {k} cluster{'s' if k != '1' else ''}**: {baseline} / {top}, "
+                f"{what} to target", "",
+                f"{head} reached {baseline} | reached {top} | median {baseline} | median {top} "
+                f"| {baseline}/{top} [95 %] | {top} ahead | both missed | significant |",
+                "|" + "---|" * (head.count("|") - 1 + 8)]
+        counts = {"faster": 0, "slower": 0, "-": 0}
+        for key in keys:
+            cmp = cells_of[key]
+            counts[cmp.verdict] += 1
+            place = f"| {key[2]} |" if preset else f"| {key[2]} | {key[3]} |"
+            verdict = {"faster": f"{top} faster", "slower": f"{top} slower", "-": "no"}[cmp.verdict]
+            out.append(f"{place} {cmp.reached_baseline}/{cmp.n} | {cmp.reached_top}/{cmp.n} | "
+                       f"{_median(cmp.median_baseline, metric)} | {_median(cmp.median_top, metric)} "
+                       f"| {cmp.interval_text()} | {cmp.top_ahead} of {cmp.informative} | "
+                       f"{cmp.n - cmp.informative} | {verdict} |")
+        out.append("")
+        tally.append((w, k, counts))
+    out += [f"**Significant cells**, {baseline} / {top} in {what} to target:", "",
+            f"| workers | clusters | {top} faster | {top} slower | cannot tell |", "|---|---|---|---|---|"]
+    out += [f"| {w} | {k} | {c['faster']} | {c['slower']} | {c['-']} |" for w, k, c in tally]
+    return "\n".join(out) + "\n"
+
+
+def _median(value: float | None, metric: str) -> str:
+    if value is None:
+        return "not reached"
+    return f"{value:,.0f}" if metric == "steps" else f"{value:,.2f}"
 
 
 def _draw(ax: Any, grid: list[list[float]], labels: list[list[str]], sizes: list[str],
@@ -559,6 +636,16 @@ def run(args: argparse.Namespace) -> int:
     if args.jobs > 1 and sweep.base.get("clock", "real") != "virtual":
         usage_error("olaf sweep: error: --jobs needs clock = \"virtual\": real-clock runs "
                     "measure wall time and must have the machine to themselves")
+    for name in ("baseline", "top"):
+        mode = getattr(args, name)
+        if mode is not None and mode not in MODES:
+            usage_error(f"olaf sweep: error: --{name} {mode!r}: choose from {', '.join(MODES)}")
+    if args.baseline is not None and args.baseline == args.top:
+        usage_error(f"olaf sweep: error: --baseline and --top are both {args.top!r}")
+    if args.report:
+        print(report(read_rows(sweep.out / "sweep.csv"), args.baseline or "fifo", args.top,
+                     args.metric), end="")
+        return 0
     as_written = sweep  # gather compares [run] tables as the files give them
     sweep = dataclasses.replace(sweep, base=with_env_learner(sweep.base))
     sweep.out.mkdir(parents=True, exist_ok=True)
@@ -605,7 +692,8 @@ def run(args: argparse.Namespace) -> int:
                 bar.advance(task)
                 if args.jobs == 1 and done_count < len(pending):
                     bar.update(task, description=_label(pending[done_count]))
-    paths = write_heatmaps(read_rows(csv_path), sweep.out)
+    paths = write_heatmaps(read_rows(csv_path), sweep.out, args.top,
+                           None if args.baseline is None else [args.baseline])
     console.print(f"wrote {csv_path}" + "".join(f", {p}" for p in paths))
     return 0
 

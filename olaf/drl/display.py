@@ -212,7 +212,7 @@ def summary_table(summary: dict[str, Any]) -> Table:
 
 COMPARE_COLUMNS = (
     ("mode", "mode"), ("workers send", "send"), ("seeds", "seeds"), ("reached", "reached"),
-    ("time to target (s)", "ttt"), ("env steps to target", "steps"),
+    ("time to target (s), median", "ttt"), ("env steps to target, median", "steps"),
     ("final eval return", "final_eval"), ("final training return", "final"),
     *STALENESS_COLUMNS, ("AoM p99 (ms)", "aom_p99"),
     ("AoM per-worker spread (ms)", "aom_spread"), ("bytes from workers", "worker_bytes"),

@@ -1,8 +1,8 @@
 """Rebuild table.csv from the runs beside this file and print the paired ratios.
 
 Run names are POINT-SWITCH-MODE-sSEED (POINT: S, the switch's queue holds the buffer; K,
-the kernel's pfifo does). A run that missed 475 within its 180 s counts with the env steps
-it had taken (a bound, as olaf compare counts a missed target with its budget).
+the kernel's pfifo does). A run that missed 475 within its 180 s is censored at the env steps
+it had taken (olaf.drl.censored, as olaf sweep and olaf compare read a missed target).
 Run with the project's Python: ``.venv/bin/python docs/results/tc-bottleneck/table.py``.
 """
 
@@ -12,7 +12,7 @@ import csv
 import json
 from pathlib import Path
 
-from olaf.commands.sweep import ratio_interval  # the sweep's paired-ratio interval
+from olaf.drl.censored import Outcome, compare
 
 HERE = Path(__file__).resolve().parent
 COLUMNS = ("run", "point", "switch", "mode", "seed", "stopped_by", "steps_to_target",
@@ -48,16 +48,26 @@ def main() -> None:
         w = csv.DictWriter(f, fieldnames=COLUMNS)
         w.writeheader()
         w.writerows(rows)
-    steps = {(r["point"], r["switch"], r["mode"], r["seed"]): r["steps_to_target"] or r["env_steps"]
-             for r in rows}
+    print(report(rows), end="")
+
+
+def report(rows: list[dict[str, object]]) -> str:
+    """FIFO/OLAF env steps to 475 per point and switch, paired by seed, censored."""
+    runs = {(r["point"], r["switch"], r["mode"], r["seed"]):
+            Outcome(float(r["steps_to_target"] or r["env_steps"]), r["steps_to_target"] is not None)
+            for r in rows}
+    out = []
     for point, switch in sorted({(r["point"], r["switch"]) for r in rows}):
-        seeds = sorted(s for (p, w, m, s) in steps if (p, w, m) == (point, switch, "olaf")
-                       and (point, switch, "fifo", s) in steps)
-        ratios = [steps[(point, switch, "fifo", s)] / steps[(point, switch, "olaf", s)] for s in seeds]
-        mean, low, high, _ = ratio_interval(ratios)
-        print(f"{point}-{switch}: fifo/olaf env steps per seed "
-              f"{', '.join(f'{x:.2f}' for x in ratios)}: {mean:.2f} [{low:.2f}, {high:.2f}], "
-              f"OLAF faster on {sum(x > 1 for x in ratios)} of {len(ratios)}")
+        seeds = sorted(s for (p, w, m, s) in runs if (p, w, m) == (point, switch, "olaf")
+                       and (point, switch, "fifo", s) in runs)
+        c = compare([runs[(point, switch, "fifo", s)] for s in seeds],
+                    [runs[(point, switch, "olaf", s)] for s in seeds])
+        per_seed = ", ".join(f"{p.ratio:.2f}" + ("" if p.kind == "exact" else f" ({p.kind})")
+                             for p in c.pairs)
+        out.append(f"{point}-{switch}: fifo/olaf env steps per seed {per_seed}"
+                   f": {c.interval_text()}, reached fifo {c.reached_baseline}/{c.n}, olaf "
+                   f"{c.reached_top}/{c.n}, OLAF ahead on {c.top_ahead} of {c.informative}\n")
+    return "".join(out)
 
 
 if __name__ == "__main__":
