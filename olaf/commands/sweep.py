@@ -69,7 +69,7 @@ import numpy as np
 import olaf.commands.run as run_command
 from olaf.drl.boosting import BoostConfig
 from olaf.drl.bottleneck import PRESETS, buffer_for, egress_for, offered_rate
-from olaf.drl.censored import Comparison, Outcome, compare
+from olaf.drl.censored import Comparison, Outcome, compare, km_median
 from olaf.drl.cli_args import usage_error
 from olaf.drl.config import RunConfig, run_defaults
 from olaf.drl.staleness import StalenessConfig
@@ -112,9 +112,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--jobs", type=int, default=1, metavar="N",
                         help="virtual clock: run N cells at once, each in its own process (a "
                         "cell's result does not depend on N; default 1)")
-    parser.add_argument("--report", action="store_true",
-                        help="run nothing: print the comparison of --baseline against --top "
-                        "per cell as Markdown tables (censored statistics)")
+    parser.add_argument("--report", nargs="?", const="ratios", choices=("ratios", "modes"),
+                        default=None,
+                        help="run nothing: print Markdown tables from the CSV: `ratios` (the "
+                        "default) compares --baseline against --top per cell (censored "
+                        "statistics); `modes` gives each mode's reached k/n, median and "
+                        "mechanism figures (staleness, update age, agg_count, drops, skips)")
     parser.add_argument("--baseline", default=None, metavar="MODE",
                         help="the mode on the ratio's top line (default: fifo for --report, "
                         "every mode but --top for the heatmaps)")
@@ -123,6 +126,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "reached the target sooner)")
     parser.add_argument("--metric", choices=tuple(METRICS_TO_TARGET), default="steps",
                         help="--report: env steps (default) or time to the target")
+    parser.add_argument("--workers", type=int, default=None, metavar="N",
+                        help="--report: only the cells with N workers")
+    parser.add_argument("--clusters", type=int, default=None, metavar="K",
+                        help="--report: only the cells with K clusters")
 
 
 # -- the grid -----------------------------------------------------------------------------------
@@ -557,13 +564,13 @@ def report(rows: list[dict[str, str]], baseline: str, top: str, metric: str) -> 
     if not cells_of:
         return f"no seed has both {baseline} and {top}\n"
     slices = sorted({key[:2] for key in cells_of}, key=lambda p: tuple(map(int, p)))
-    preset = bool(rows[0].get("bottleneck"))
+    head = _place_header(rows)
+    preset = head == "| bottleneck |"
     out: list[str] = []
     tally = []
     for w, k in slices:
         keys = sorted((key for key in cells_of if key[:2] == (w, k)),
                       key=lambda key: (_axis_order(key[2]), _axis_order(key[3])))
-        head = "| bottleneck |" if preset else "| D | rho |"
         out += [f"**{w} workers, {k} cluster{'s' if k != '1' else ''}**: {baseline} / {top}, "
                 f"{what} to target", "",
                 f"{head} reached {baseline} | reached {top} | median {baseline} | median {top} "
@@ -585,6 +592,71 @@ def report(rows: list[dict[str, str]], baseline: str, top: str, metric: str) -> 
             f"| workers | clusters | {top} faster | {top} slower | cannot tell |", "|---|---|---|---|---|"]
     out += [f"| {w} | {k} | {c['faster']} | {c['slower']} | {c['-']} |" for w, k, c in tally]
     return "\n".join(out) + "\n"
+
+
+MODE_COLUMNS = (("staleness", "mean_staleness_versions", "{:.1f}"),
+                ("update age (ms)", "update_age_mean_ms", "{:.1f}"),
+                ("agg_count", "mean_agg_count", "{:.2f}"),
+                ("skipped", "skipped_share", "{:.1%}"), ("dropped full", "dropped_full_share", "{:.1%}"),
+                ("dropped by reward", "dropped_reward_share", "{:.1%}"),
+                ("rho measured", "rho_measured", "{:.3g}"))
+"""The mechanism figures ``report_modes`` shows per mode: (header, CSV column, format);
+each the mean over the cell's seeds."""
+
+
+def report_modes(rows: list[dict[str, str]], metric: str) -> str:
+    """Markdown: per (workers, clusters), one line per cell and mode with its reached k/n,
+    Kaplan-Meier median to target and the mechanism figures (``MODE_COLUMNS``)."""
+    column = METRICS_TO_TARGET[metric]
+    what = "env steps" if metric == "steps" else "time (s)"
+    head = _place_header(rows)
+    preset = head == "| bottleneck |"
+    groups: dict[tuple, list[dict[str, str]]] = {}
+    for r in rows:
+        groups.setdefault((r["workers"], r["clusters"], *link_of(r), r["mode"]), []).append(r)
+    order = list(MODES)
+    keys = sorted(groups, key=lambda g: (int(g[0]), int(g[1]), _axis_order(g[2]), _axis_order(g[3]),
+                                         order.index(g[4]) if g[4] in order else len(order)))
+    out: list[str] = []
+    for w, k in dict.fromkeys(g[:2] for g in keys):
+        out += [f"**{w} workers, {k} cluster{'s' if k != '1' else ''}**: each mode, means over "
+                "the seeds", "",
+                f"{head} mode | reached | median {what} to target | "
+                + " | ".join(name for name, _, _ in MODE_COLUMNS) + " |",
+                "|" + "---|" * (head.count("|") - 1 + 3 + len(MODE_COLUMNS))]
+        for g in (g for g in keys if g[:2] == (w, k)):
+            runs = sorted(groups[g], key=lambda r: _num(r["seed"]))
+            median = km_median([outcome_of(r, column) for r in runs])
+            figures = []
+            for _, name, fmt in MODE_COLUMNS:
+                values = [v for v in (_num(r.get(name, "")) for r in runs) if math.isfinite(v)]
+                figures.append(fmt.format(sum(values) / len(values)) if values else "-")
+            place = f"| {g[2]} |" if preset else f"| {g[2]} | {g[3]} |"
+            out.append(f"{place} {g[4]} | {sum(r['reached'] == '1' for r in runs)}/{len(runs)} | "
+                       f"{_median(median, metric)} | " + " | ".join(figures) + " |")
+        out.append("")
+    return "\n".join(out)
+
+
+def _place_header(rows: list[dict[str, str]]) -> str:
+    """The report's first columns: the preset, or (D or B, rho or C), as the heatmaps' axes."""
+    if rows[0].get("bottleneck"):
+        return "| bottleneck |"
+    return (f"| {'D' if rows[0]['depth'] else 'B (bytes)'} | "
+            f"{'rho' if rows[0]['rho'] else 'C (bytes/s)'} |")
+
+
+def report_text(sweep: Sweep, args: argparse.Namespace) -> str:
+    """What ``olaf sweep FILE --report [ratios|modes]`` prints (docs/results/tables.py puts
+    it into the docs)."""
+    table = [r for r in read_rows(sweep.out / "sweep.csv")
+             if (args.workers is None or r["workers"] == str(args.workers))
+             and (args.clusters is None or r["clusters"] == str(args.clusters))]
+    if not table:
+        return "no rows\n"
+    if args.report == "modes":
+        return report_modes(table, args.metric)
+    return report(table, args.baseline or "fifo", args.top, args.metric)
 
 
 def _median(value: float | None, metric: str) -> str:
@@ -643,8 +715,7 @@ def run(args: argparse.Namespace) -> int:
     if args.baseline is not None and args.baseline == args.top:
         usage_error(f"olaf sweep: error: --baseline and --top are both {args.top!r}")
     if args.report:
-        print(report(read_rows(sweep.out / "sweep.csv"), args.baseline or "fifo", args.top,
-                     args.metric), end="")
+        print(report_text(sweep, args), end="")
         return 0
     as_written = sweep  # gather compares [run] tables as the files give them
     sweep = dataclasses.replace(sweep, base=with_env_learner(sweep.base))

@@ -143,10 +143,10 @@ class Comparison:
 
 
 def _limit(x: float, digits: int) -> str:
-    """An interval's limit: 0 and ∞ as such, three significant figures from 100 on."""
+    """An interval's limit: 0 and ∞ as such, significant figures beyond 0.01-100."""
     if x == 0 or math.isinf(x):
         return "0" if x == 0 else "∞"
-    return f"{x:.{digits}f}" if x < 100 else f"{x:.3g}"
+    return f"{x:.{digits}f}" if 0.01 <= x < 100 else f"{x:.2g}" if x < 0.01 else f"{x:.3g}"
 
 
 def compare(baseline: Sequence[Outcome], top: Sequence[Outcome]) -> Comparison:
