@@ -88,7 +88,7 @@ class ImpactConfig:
     """Width of the two tanh hidden layers of the actor and of the critic. CleanRL's PPO
     uses 64 (and LUNAR_LANDER below); 32 keeps a CartPole gradient at 40 blocks of 64
     values, and the PS's pull rate counts blocks: at 64 an update is 144 blocks, more than
-    the default queue's 64 slots hold (docs/results.md)."""
+    the default queue's 64 slots hold (docs/archive/results-2026-12-06.md)."""
     rollout_steps: int = 32
     """Steps per environment per update (IMPALA's unroll length is 20, RLlib APPO's
     rollout_fragment_length 50; 32 as the A2C learner)."""
@@ -136,7 +136,7 @@ class ImpactConfig:
     gone on). False treats it as terminal, as CleanRL's PPO does (``next_done =
     terminations | truncations``): then an episode that runs into the limit earns nothing
     beyond it. On LunarLander-v3's seeds whose lander learned to hover until the limit it
-    did not stop the hovering (2 seeds, docs/results.md), so the default stays."""
+    did not stop the hovering (2 seeds, docs/archive/results-2026-12-06.md), so the default stays."""
     reward_window: int = 10
     """Episodes in a worker's "recent mean episode return", the reward it sends (OLAF)."""
     reward_scale: float = 1.0
@@ -152,7 +152,7 @@ class ImpactConfig:
     LunarLander; the delta is what DD-PPO-style and federated learners exchange). The
     deltas learn LunarLander-v3 where one gradient does not (LUNAR_LANDER), but their
     updates do not fit the default queue and did not learn CartPole-v1 through it, so 1
-    stays the default (docs/results.md)."""
+    stays the default (docs/archive/results-2026-12-06.md)."""
     minibatches: int = 4
     """Minibatches per local epoch (with ``epochs > 1``)."""
     local_learning_rate: float = 3e-4
@@ -161,7 +161,7 @@ class ImpactConfig:
     """Local epochs: the share of a worker's parameter delta the PS applies (its SGD step
     size under ``ps.optimizer=auto``). 1 moves the PS to the worker's improved weights;
     with 8 workers, whose deltas from nearly the same weights land one after another,
-    0.5 learned LunarLander-v3 where 1 was unstable (docs/results.md)."""
+    0.5 learned LunarLander-v3 where 1 was unstable (docs/archive/results-2026-12-06.md)."""
     delta_rate_workers: int = 0
     """Local epochs: the number of workers ``delta_rate`` is the share for; a run of N
     workers applies ``delta_rate * sqrt(delta_rate_workers / N)`` (at most 1) instead.
@@ -169,7 +169,7 @@ class ImpactConfig:
     fall with N overshoots (32 LunarLander-v3 workers at 0.5 collapsed), one that falls as
     1/N moves the weights N times less per env step (0.125 at 32 hovered), and the square
     root between them (0.25 at 32) is the only share that reached 200 there, on 6 of 18
-    runs (docs/results.md). 0: ``delta_rate`` whatever N."""
+    runs (docs/archive/results-2026-12-06.md). 0: ``delta_rate`` whatever N."""
     anneal_lr: bool = False
     """Local epochs: the local Adam's step size falls linearly from ``local_learning_rate``
     toward 0 over the worker's share of the run's env-step budget (``total_steps /
@@ -184,7 +184,7 @@ class ImpactConfig:
     toward its own old policy); ``refreshed``: the PS weights the worker refreshed to before
     its epochs (IMPACT's target network), each step's term weighted by the truncated
     ``min(rho_bar, pi_refreshed / mu)``, so that the clip bounds only this worker's own move
-    (docs/results.md: learns faster at first, less stably at ps.learning_rate 1)."""
+    (docs/archive/results-2026-12-06.md: learns faster at first, less stably at ps.learning_rate 1)."""
 
     @property
     def sends_delta(self) -> bool:
@@ -356,7 +356,7 @@ def clip_grad_norms(model: ActorCritic, actor_max: float, critic_max: float) -> 
 LUNAR_LANDER = ImpactConfig(hidden=64, rollout_steps=1024, envs_per_worker=4, gamma=0.999,
                             vtrace_lambda=0.98, epochs=4, minibatches=64, clip=0.1,
                             delta_rate_workers=8)
-"""The learner measured on LunarLander-v3 (docs/results.md, issue 27): rl-baselines3-zoo's
+"""The learner measured on LunarLander-v3 (docs/archive/results-2026-12-06.md, issue 27): rl-baselines3-zoo's
 LunarLander PPO (64-wide networks, gamma 0.999, lambda 0.98, 4 epochs of minibatches of
 64) as local epochs at 8 workers of 4 x 1024 steps, half of each delta applied, with the
 clip at 0.1 (PPO's paper tried 0.1-0.3 and uses 0.1 for Atari, as rl-baselines3-zoo's

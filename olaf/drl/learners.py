@@ -28,7 +28,7 @@ class EnvLearner:
     impact: ImpactConfig
     capacity: int
     """Queue slots when neither --capacity nor a buffer is given: the learner's updates are
-    larger than the default queue (a delta learner needs D >= 1, docs/results.md)."""
+    larger than the default queue (a delta learner needs D >= 1, docs/archive/results-2026-12-06.md)."""
 
 
 ENV_LEARNERS: dict[str, EnvLearner] = {

@@ -33,7 +33,7 @@ Everything runs in this process, on a discrete-event scheduler (a heap of timed 
 The same seed gives the same run bit for bit on one machine: the event order is a
 function of the seed (ties broken by insertion order), torch runs on one thread, and
 every random stream is seeded. Across machines it need not: re-run on an AMD EPYC, the
-1M-step LunarLander-v3 runs of docs/results.md kept another machine's blocks applied,
+1M-step LunarLander-v3 runs of docs/archive/results-2026-12-06.md kept another machine's blocks applied,
 model versions and FIFO drops exactly and its training returns to a few tenths, while
 late greedy evaluations and OLAF's merge counts moved (floating-point rounding differs
 somewhere below; not in torch's kernel choice, which ``ATEN_CPU_CAPABILITY=avx2`` left
