@@ -134,3 +134,22 @@ def test_ratio_interval() -> None:
     # t with 1 degree of freedom: exp(12.706 * sd / sqrt(2)), sd = ln(4) / sqrt(2).
     assert hi == pytest.approx(math.exp(12.706 * math.log(4) / 2))
     assert ratio_interval([])[3] == 0
+
+
+def test_olaf_compare_reads_missed_targets_as_bounds_through_the_same_comparison() -> None:
+    from olaf.commands.compare import compare_row, versus
+
+    def summary(steps: int | None, budget: int = 300_000) -> dict:
+        return {"steps_to_target": steps, "env_steps": budget, "time_to_target_s": None if steps is None
+                else steps / 10_000, "wall_time_s": budget / 10_000}
+
+    fifo = [summary(None), summary(200_000), summary(None)]
+    olaf = [summary(100_000), summary(100_000), summary(None)]
+    c = versus(fifo, olaf, "steps")
+    assert [p.kind for p in c.pairs] == [AT_LEAST, EXACT, NONE]
+    assert c.reached_baseline == 1 and c.reached_top == 2 and c.informative == 2
+    assert c.pairs[0].ratio == 3.0  # the FIFO's budget over OLAF's steps: a lower bound
+    assert versus(fifo, olaf, "time").pairs[1].ratio == 2.0
+    row = {**compare_row("fifo", [{**s, "final_return": 0.0, "aom_p99_ms": 0.0, "bytes_to_ps": 0,
+                                    "mean_agg_count": 1.0} for s in fifo])}
+    assert row["reached"] == "1/3" and row["steps"] == "not reached"
