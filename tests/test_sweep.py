@@ -332,6 +332,17 @@ def test_any_two_modes_are_compared_from_the_command_line(tmp_path: Path,
         assert len(capsys.readouterr().err.strip().splitlines()) == 1
 
 
+def test_the_tally_counts_significant_cells_of_several_modes_side_by_side() -> None:
+    from olaf.commands.sweep import report_tally
+
+    text = report_tally(synthetic_rows(CELLS), "fifo", ["olaf", "olaf-always"], "steps")
+    lines = text.splitlines()
+    assert "| workers | clusters | olaf | olaf-always |" in lines
+    # olaf: one cell slower (D 1, rho 4), two cannot tell; olaf-always ties the FIFO there
+    assert "| 8 | 1 | 0 / 1 / 2 / 3 | 0 / 0 / 3 / 3 |" in lines
+    assert lines[-1] == "| all | | 0 / 1 / 2 / 3 | 0 / 0 / 3 / 3 |"
+
+
 def test_heatmaps_are_drawn_for_the_chosen_pair_with_censored_cells(tmp_path: Path) -> None:
     paths = write_heatmaps(synthetic_rows(CELLS), tmp_path, "olaf-always", ["fifo"])
     assert [p.name for p in paths] == ["heatmap-w8-k1-fifo-vs-olaf-always.png"]

@@ -112,12 +112,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--jobs", type=int, default=1, metavar="N",
                         help="virtual clock: run N cells at once, each in its own process (a "
                         "cell's result does not depend on N; default 1)")
-    parser.add_argument("--report", nargs="?", const="ratios", choices=("ratios", "modes"),
+    parser.add_argument("--report", nargs="?", const="ratios", choices=("ratios", "modes", "tally"),
                         default=None,
                         help="run nothing: print Markdown tables from the CSV: `ratios` (the "
                         "default) compares --baseline against --top per cell (censored "
                         "statistics); `modes` gives each mode's reached k/n, median and "
-                        "mechanism figures (staleness, update age, agg_count, drops, skips)")
+                        "mechanism figures (staleness, update age, agg_count, drops, skips); "
+                        "`tally` counts significant cells per slice for each of --top's "
+                        "comma-separated modes, side by side")
     parser.add_argument("--baseline", default=None, metavar="MODE",
                         help="the mode on the ratio's top line (default: fifo for --report, "
                         "every mode but --top for the heatmaps)")
@@ -638,6 +640,31 @@ def report_modes(rows: list[dict[str, str]], metric: str) -> str:
     return "\n".join(out)
 
 
+def report_tally(rows: list[dict[str, str]], baseline: str, tops: list[str], metric: str) -> str:
+    """Markdown: per (workers, clusters), how many cells have each of ``tops``
+    significantly faster than ``baseline``, significantly slower, or cannot tell (the
+    censored comparison of ``report``), the modes side by side, and a total row."""
+    column = METRICS_TO_TARGET[metric]
+    what = "env steps" if metric == "steps" else "time (s)"
+    verdicts = {top: comparisons(rows, baseline, top, column) for top in tops}
+    slices = sorted({key[:2] for cells_of in verdicts.values() for key in cells_of},
+                    key=lambda p: tuple(map(int, p)))
+    out = [f"**Significant cells against {baseline}**, {what} to target (faster / slower / "
+           "cannot tell / cells):", "",
+           "| workers | clusters | " + " | ".join(tops) + " |", "|---|---|" + "---|" * len(tops)]
+    totals = {top: [0, 0, 0, 0] for top in tops}
+    for w, k in slices:
+        cells_text = []
+        for top in tops:
+            here = [c.verdict for key, c in verdicts[top].items() if key[:2] == (w, k)]
+            counts = (here.count("faster"), here.count("slower"), here.count("-"), len(here))
+            totals[top] = [a + b for a, b in zip(totals[top], counts, strict=True)]
+            cells_text.append(" / ".join(map(str, counts)))
+        out.append(f"| {w} | {k} | " + " | ".join(cells_text) + " |")
+    out.append("| all | | " + " | ".join(" / ".join(map(str, totals[t])) for t in tops) + " |")
+    return "\n".join(out) + "\n"
+
+
 def _place_header(rows: list[dict[str, str]]) -> str:
     """The report's first columns: the preset, or (D or B, rho or C), as the heatmaps' axes."""
     if rows[0].get("bottleneck"):
@@ -656,6 +683,8 @@ def report_text(sweep: Sweep, args: argparse.Namespace) -> str:
         return "no rows\n"
     if args.report == "modes":
         return report_modes(table, args.metric)
+    if args.report == "tally":
+        return report_tally(table, args.baseline or "fifo", args.top.split(","), args.metric)
     return report(table, args.baseline or "fifo", args.top, args.metric)
 
 
@@ -708,12 +737,14 @@ def run(args: argparse.Namespace) -> int:
     if args.jobs > 1 and sweep.base.get("clock", "real") != "virtual":
         usage_error("olaf sweep: error: --jobs needs clock = \"virtual\": real-clock runs "
                     "measure wall time and must have the machine to themselves")
-    for name in ("baseline", "top"):
-        mode = getattr(args, name)
+    tops = args.top.split(",")
+    if len(tops) > 1 and args.report != "tally":
+        usage_error("olaf sweep: error: several --top modes only with --report tally")
+    for name, mode in [("baseline", args.baseline), *(("top", t) for t in tops)]:
         if mode is not None and mode not in MODES:
             usage_error(f"olaf sweep: error: --{name} {mode!r}: choose from {', '.join(MODES)}")
-    if args.baseline is not None and args.baseline == args.top:
-        usage_error(f"olaf sweep: error: --baseline and --top are both {args.top!r}")
+    if args.baseline is not None and args.baseline in tops:
+        usage_error(f"olaf sweep: error: --baseline {args.baseline!r} is also a --top mode")
     if args.report:
         print(report_text(sweep, args), end="")
         return 0
