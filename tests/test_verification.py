@@ -370,11 +370,12 @@ def test_legacy_send_rule_starves_a_worker(capsys: pytest.CaptureFixture[str]) -
 
 def test_design_send_rule_never_starves(capsys: pytest.CaptureFixture[str]) -> None:
     """The same deployment with the revised rule: the probe after feedback_ttl bounds every
-    silence by ceil(ttl / slot) = 10 slots, and the bound is tight."""
-    assert main([str(LEGACY_TOML), "--send-rule", "design"]) == 0
+    silence by ceil(ttl / slot) = 10 slots, and the bound is tight (feedback revision 2;
+    revision 3's starvation is tested in tests/test_verification_rev3.py)."""
+    assert main([str(LEGACY_TOML), "--send-rule", "design", "--feedback", "2"]) == 0
     assert "starvation      VERIFIED" in capsys.readouterr().out
-    assert main([str(LEGACY_TOML), "--send-rule", "design", "--starvation-bound", "9",
-                 "--json"]) == 1
+    assert main([str(LEGACY_TOML), "--send-rule", "design", "--feedback", "2",
+                 "--starvation-bound", "9", "--json"]) == 1
     (res,) = json.loads(capsys.readouterr().out)["results"]
     assert res["status"] == "VIOLATED" and res["replay"]["reproduced"]
 

@@ -204,7 +204,19 @@ def assumptions(dep: Deployment, prop: str) -> list[str]:
         out.append("workers always send (P_s = 1)")
     else:
         pg = probe_gap(dep)
-        rule = ("DESIGN.md §4: Q_free = 1 - util/255, N = max(active, 1)"
+        rule = ("DESIGN.md §4 revision 3: P_s = min(N x Q_free + alpha e^(-beta D), L), "
+                "Q_free = 1 - util/255 with util from the ACK'd cluster's room_c (quota "
+                f"{dep.quota}), N = max(active, 1), probes at L; no loss in this model, so every "
+                "update is answered and L stays 1"
+                if dep.send_rule == "design" and dep.feedback == 3 and prop != "starvation" else
+                "DESIGN.md §4 revision 3: P_s = min(N x Q_free + alpha e^(-beta D), L), "
+                "Q_free = 1 - util/255 with util from the ACK'd cluster's room_c (quota "
+                f"{dep.quota}), N = max(active, 1), probes at L; any UPDATE may be lost (sends "
+                "are free), and L_min <= L <= 1 (verification.ceiling, proved for every loss "
+                "pattern)"
+                if dep.send_rule == "design" and dep.feedback == 3 else
+                "DESIGN.md §4 revision 2: Q_free / N, Q_free = 1 - util/255 from the global "
+                "occupancy, N = max(active, 1)"
                 if dep.send_rule == "design" else
                 "legacy rule: Q_free = capacity * (1 - util/255), N = max(active, 1), no expiry")
         ttl = ("" if pg is None else
@@ -223,7 +235,12 @@ def assumptions(dep: Deployment, prop: str) -> list[str]:
     if prop == "responsiveness":
         out.append(f"checked from slot {dep.warmup} (warm-up); other workers skip whenever "
                    "their P_s < 1")
-    if prop == "starvation":
+    if prop == "starvation" and dep.feedback == 3:
+        unit = "fresh updates" if dep.staggered else "slots"
+        out.append(f"a decision is a send opportunity when P_s >= L_min = 0.05 at every instant "
+                   f"of its slot; bound {dep.starvation_limit} {unit} of decisions that may fall "
+                   "below, whether the queue has room or not")
+    elif prop == "starvation":
         unit = "skipped fresh updates in a row" if dep.staggered else "slots"
         out.append(f"'room': the queue is not full at the start of the slot; bound "
                    f"{dep.starvation_limit} {unit}")

@@ -15,6 +15,7 @@ from fractions import Fraction
 from typing import Any
 
 from verification.config import (
+    CLI_DEFAULT_FEEDBACK,
     CLI_DEFAULT_REWARDS,
     ISOLATION,
     MODES,
@@ -84,6 +85,11 @@ def build_parser() -> ArgumentParser:
                         "legacy: the old rule (Q_free in slots, no expiry)")
     g.add_argument("--feedback-ttl-ms", type=float,
                    help=f"feedback expiry in ms, inf = never (default {d.feedback_ttl_ms:g})")
+    g.add_argument("--feedback", type=_revision,
+                   help=f"DESIGN.md §3 Feedback / §4 revision: 3 = queue_util from the "
+                        f"cluster's room_c, P_s = min(N*Q_free + alpha*exp(-beta*D), L), "
+                        f"probes at L; 2 = global occupancy, Q_free/N, probes at 1 "
+                        f"(default {CLI_DEFAULT_FEEDBACK})")
     g.add_argument("--rewards", choices=REWARD_MODELS,
                    help=f"any: rewards and threshold unknown, e.g. the controller's "
                         f"0.15*|mean reward| (default {CLI_DEFAULT_REWARDS}); merge: no threshold "
@@ -146,6 +152,12 @@ def _per_worker(text: str) -> tuple[int, ...]:
                                          f"integers: {text!r}") from None
 
 
+def _revision(text: str) -> int:
+    if text not in ("2", "3"):
+        raise argparse.ArgumentTypeError(f"must be 2 or 3, got {text!r}")
+    return int(text)
+
+
 def _skip(text: str) -> int | str:
     if text.lower() == "none":
         return "none"
@@ -158,7 +170,7 @@ def _skip(text: str) -> int | str:
 FLAG_FIELDS = ("workers", "clusters", "capacity", "pull_rate", "mode", "sender", "alpha", "beta",
                "slot_ms", "rewards", "horizon", "warmup", "fairness_threshold", "aom_bound",
                "max_skip", "send_rule", "feedback_ttl_ms", "starvation_bound", "pull_jitter",
-               "periods", "phases", "cluster_quota", "isolation_bound")
+               "periods", "phases", "cluster_quota", "isolation_bound", "feedback")
 
 
 def deployment_from_args(args: argparse.Namespace) -> tuple[Deployment, str, float]:
@@ -171,6 +183,9 @@ def deployment_from_args(args: argparse.Namespace) -> tuple[Deployment, str, flo
         if value is not None:
             values[name] = value
     values.setdefault("rewards", CLI_DEFAULT_REWARDS)
+    # The legacy rule predates revision 2, so it keeps its own feedback unless told.
+    values.setdefault("feedback", 2 if values.get("send_rule") == "legacy"
+                      else CLI_DEFAULT_FEEDBACK)
     if values.get("max_skip") == "none":
         values["max_skip"] = None
     if isinstance(values.get("feedback_ttl_ms"), str) and values["feedback_ttl_ms"] == "inf":
@@ -201,7 +216,8 @@ def describe(dep: Deployment) -> str:
         + (f"periods {_listed(dep.periods)} phases {_listed(dep.phases)}, " if dep.staggered
            else "")
         + f"alpha {dep.alpha:g}, "
-        f"beta {dep.beta:g}, send rule {dep.send_rule}, feedback ttl {dep.feedback_ttl_ms:g} ms, "
+        f"beta {dep.beta:g}, send rule {dep.send_rule}, feedback revision {dep.feedback}, "
+        f"feedback ttl {dep.feedback_ttl_ms:g} ms, "
         f"rewards={dep.rewards}, cluster quota {dep.quota}; slots {dep.warmup}..{dep.horizon - 1} "
         f"checked, fairness <= {float(dep.fairness_threshold):g}, AoM <= {dep.aom_bound}, "
         f"max skip {dep.max_skip}, starvation bound {dep.starvation_limit}"

@@ -25,7 +25,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from verification.sending import SEND_RULES
+from verification.sending import FEEDBACK_REVISIONS, SEND_RULES
 from worker_transport.policy import DEFAULT_ALPHA, DEFAULT_BETA
 
 MODES = ("olaf", "fifo")
@@ -37,6 +37,10 @@ every compatible update merges. ``unbeaten``: the workers a property is about (t
 under test for responsiveness, every worker for fairness) are never out-rewarded: their
 updates are never DROPPED_REWARD and a slot holding their contribution is never REPLACED
 by another worker's; the others' rewards are unknown."""
+CLI_DEFAULT_FEEDBACK = 3
+"""The feedback revision ``verify-aom`` checks unless ``--feedback`` or the TOML file
+says otherwise: DESIGN.md's (revision 3). ``Deployment()`` keeps 2, which the
+brute-force harness (the reference queue's ACKs) and the benchmarks pin."""
 CLI_DEFAULT_REWARDS = "any"
 """What ``verify-aom`` assumes of rewards unless ``--rewards`` or the TOML file says
 otherwise: nothing (the controller sets its threshold as soon as DATA arrives)."""
@@ -98,6 +102,12 @@ class Deployment:
     ``legacy``: the old rule (``Q_free`` in slots, no expiry), kept as a regression case."""
     feedback_ttl_ms: float = DEFAULT_FEEDBACK_TTL_MS
     """Feedback older than this no longer counts; the next update is a probe."""
+    feedback: int = 2
+    """DESIGN.md §3 Feedback / §4 revision: 3 (the ACK's util from ``room_c``, ``P_s =
+    min(N * Q_free + alpha e^(-beta Δ), L)``, probes at ``L``) or 2 (global occupancy,
+    ``Q_free / N``, probes at 1). ``verify-aom`` passes ``CLI_DEFAULT_FEEDBACK``. Under 3
+    starvation means: at least once per ``starvation_bound`` fresh updates a decision
+    with ``P_s >= L_min`` (see ``sending``)."""
     starvation_bound: int | None = None
     """Starvation property: no worker skips more than this many slots in a row while
     the queue has room. ``None``: the probe gap minus one, ``ceil(ttl / slot_ms)``."""
@@ -200,6 +210,12 @@ class Deployment:
         object.__setattr__(self, "feedback_ttl_ms", float(self.feedback_ttl_ms))
         if not self.feedback_ttl_ms > 0:
             fail(f"feedback-ttl-ms must be > 0 (inf: never expires), got {self.feedback_ttl_ms}")
+        if isinstance(self.feedback, bool) or self.feedback not in FEEDBACK_REVISIONS:
+            fail(f"feedback must be one of {', '.join(map(str, FEEDBACK_REVISIONS))} "
+                 f"(DESIGN.md §3 Feedback revision), got {self.feedback!r}")
+        if self.send_rule == "legacy" and self.feedback != 2:
+            fail("send-rule legacy is the rule before revision 2 (Q_free in slots, no expiry); "
+                 "use it with feedback 2")
         if self.starvation_bound is not None and self.starvation_bound < 0:
             fail("starvation-bound must be >= 0 slots")
 

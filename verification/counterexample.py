@@ -12,6 +12,7 @@ from typing import Any
 import z3
 
 from verification.queue_encoding import CODE_EMPTY
+from verification.sending import L_MIN
 from verification.trace import Event, Slot, Trace
 from worker_transport.protocol import Outcome
 
@@ -99,7 +100,11 @@ class Counterexample:
         elif self.prop == "starvation":
             limit = dep.starvation_limit
             worker = next(u for u in range(n) if val(self.silent[bad_slot][u]) > limit)
-            detail = (f"worker {worker} skipped slots {bad_slot - limit}..{bad_slot} "
+            detail = (f"worker {worker} decided {limit + 1} fresh updates in a row, the last in "
+                      f"slot {bad_slot}, each with P_s possibly below L_min = {L_MIN:g} (never "
+                      f"a send opportunity >= L_min; a skip may be a lost UPDATE)"
+                      if self.starv3 else
+                      f"worker {worker} skipped slots {bad_slot - limit}..{bad_slot} "
                       f"({limit + 1} in a row) while the queue had room" if not dep.staggered else
                       f"worker {worker} skipped {limit + 1} fresh updates in a row, the last in "
                       f"slot {bad_slot}, while the queue had room")

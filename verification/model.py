@@ -42,8 +42,9 @@ from verification.counterexample import Counterexample
 from verification.properties import AomProperties
 from verification.queue_encoding import QueueEncoding, _Step
 from verification.sender_encoding import SenderEncoding
-from verification.sending import forced_window, probe_gap
+from verification.sending import L_MIN, forced_window, probe_gap
 from verification.solving import DeadlineExceeded, Solving
+from worker_transport.protocol import Outcome
 
 FAIRNESS_CAP = 4
 ENGINES = ("auto", "counting", "segments", "explicit")
@@ -54,12 +55,21 @@ def bits(n: int) -> int:
     return max(1, int(n).bit_length())
 
 
-def reachable_feedback(dep: Deployment) -> list[tuple[int, int]]:
-    """(occupied, active_clusters) pairs an ACK can carry in the model."""
+def reachable_feedback(dep: Deployment) -> list[tuple[int, int, int]]:
+    """(occupied, active_clusters, held) an ACK can carry in the model, ``held`` the
+    slots the UPDATE's cluster holds after it (what revision 3's ``room_c`` reads). OLAF
+    mode: one slot per cluster, held 1 but for a DROPPED_FULL (a full ring of other
+    clusters, possible only with ``capacity < clusters``). FIFO mode: with the quota at
+    capacity (below it is refused) ``room_c = capacity - occupied`` whatever is held, so
+    held is not tracked (1)."""
     k = queue_slots(dep)
     if dep.mode == "olaf":
-        return [(o, o) for o in range(k + 1)]
-    return [(0, 0)] + [(o, a) for o in range(1, k + 1) for a in range(1, min(dep.clusters, o) + 1)]
+        out = [(o, o, 1) for o in range(k + 1)]
+        if dep.capacity < dep.clusters:
+            out.append((k, k, 0))
+        return out
+    return [(0, 0, 1)] + [(o, a, 1) for o in range(1, k + 1)
+                          for a in range(1, min(dep.clusters, o) + 1)]
 
 
 def queue_slots(dep: Deployment) -> int:
@@ -139,6 +149,13 @@ class AomModel(QueueEncoding, SenderEncoding, AomProperties, Solving, Counterexa
         self.silent: list[list[Any]] = []
         """Per slot and worker: consecutive slots skipped while the queue had room,
         saturating at the starvation bound + 1."""
+        self.starv3 = prop == "starvation" and dep.feedback == 3
+        """Revision 3's starvation: at least once per ``starvation_limit`` fresh updates a
+        decision with ``P_s >= L_min``. Every send is free (any UPDATE may be lost before
+        the switch, which leaves the queue and the worker's feedback as a skip does), and
+        the window table holds where ``P_s >= L_min`` instead of where ``P_s = 1``."""
+        self.low_now: list[Any] = []
+        """starv3: per worker, this slot's decision may have ``P_s < L_min``."""
         self._init_state()
         self._init_transmission()
         self.target = None
@@ -219,9 +236,10 @@ class AomModel(QueueEncoding, SenderEncoding, AomProperties, Solving, Counterexa
     def _init_transmission(self) -> None:
         dep = self.dep
         table = {}
+        level = L_MIN if self.starv3 else 1.0
         for fb in reachable_feedback(dep):
             self._tick()
-            table[fb] = forced_window(dep, *fb)
+            table[fb] = forced_window(dep, *fb, level=level)
         self.window_table = table
         values = set(table.values())
         # A window that covers the horizon for every reachable ACK means P_s is 1
@@ -272,7 +290,8 @@ class AomModel(QueueEncoding, SenderEncoding, AomProperties, Solving, Counterexa
             s.add(*[ev != self.PULL for ev in evs])
         sends = [z3.Or([is_w[j][u] for j in range(m)]) for u in range(n)]
         self._transmission(t, sends)
-        if t == 0 and self.opt.symmetry_breaking and not dep.aliasing and not dep.staggered:
+        if t == 0 and self.opt.symmetry_breaking and not dep.aliasing and not dep.staggered \
+                and not self.starv3:
             self._break_symmetry(evs, is_w)
 
         received = [[] for _ in range(n)]
@@ -282,7 +301,9 @@ class AomModel(QueueEncoding, SenderEncoding, AomProperties, Solving, Counterexa
             step = self._message(t, j, evs[j], is_w[j], received)
             steps.append(step)
             if not self.always_forced:
-                windows.append(self._window_of(self.occ, self._active()))
+                refused = step.code == int(Outcome.DROPPED_FULL) if dep.mode == "olaf" \
+                    else None
+                windows.append(self._window_of(self.occ, self._active(), refused))
         self.steps.append(steps)
         self.skipped.append([z3.Not(x) if fresh[u] else z3.BoolVal(False)
                              for u, x in enumerate(sends)])
@@ -322,9 +343,11 @@ class AomModel(QueueEncoding, SenderEncoding, AomProperties, Solving, Counterexa
                 row.append(run)
                 continue
             longer = z3.If(run == top, run, run + one)
+            # Revision 3: a decision that may fall below L_min lengthens the run, whether
+            # the queue has room or not; under 2 a skip while the queue has room.
+            grows = self.low_now[u] if self.starv3 else z3.And(room, self.skipped[t][u])
             row.append(self._fresh(f"silent_{t}_{u}",
-                                   z3.If(z3.And(room, self.skipped[t][u]), longer,
-                                         self._const(0, self.wS))))
+                                   z3.If(grows, longer, self._const(0, self.wS))))
         self.silent_now = row
         self.silent.append(row)
         self.occ_at_slot_start = self.occ

@@ -76,6 +76,12 @@ class AomProperties:
         if self.prop == "fairness":
             return (f"every behaviour keeps max_u |AoM_u - mean AoM| <= "
                     f"{float(dep.fairness_threshold):g} slots in {slots}")
+        if self.prop == "starvation" and dep.feedback == 3:
+            unit = "fresh updates" if dep.staggered else "slots"
+            return (f"every worker has a send opportunity with P_s >= L_min = 0.05 at least once "
+                    f"in every {dep.starvation_limit + 1} {unit} (never more than "
+                    f"{dep.starvation_limit} in a row that may fall below), whatever is lost, "
+                    f"in {slots}")
         if self.prop == "starvation":
             unit = "fresh updates" if dep.staggered else "slots"
             return (f"no worker skips more than {dep.starvation_limit} {unit} in a row while the "

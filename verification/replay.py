@@ -23,7 +23,7 @@ import z3
 
 from dataplane.queue import OlafQueue, QueueConfig
 from verification.config import CONTRIBUTOR_BITS, ISOLATION, Deployment
-from verification.sending import probability, slot_us
+from verification.sending import L_MIN, ack_util, probability, slot_us
 from verification.trace import Event, Trace
 from worker_transport.codec import Batch, decode, encode
 from worker_transport.protocol import (
@@ -85,13 +85,16 @@ def datagram(dep: Deployment, msg_type: MsgType, worker: int = 0, cluster: int =
     return encode(batch)[0]
 
 
-def may_skip(dep: Deployment, ack: tuple[int, int, int] | None, t: int) -> bool:
+def may_skip(dep: Deployment, ack: tuple[int, int, int] | None, t: int,
+             level: float = 1.0) -> bool:
     """Could the worker skip its update of slot ``t``, given its last ACK ``(slot,
     queue_util, active_clusters)``? The decision falls at the start of slot ``t`` and the
     ACK came back at some instant of its slot, so the feedback is between
     ``(t - slot - 1) * slot_ms`` and ``(t - slot) * slot_ms`` old: the skip is allowed
     when ``P_s < 1`` anywhere in that range (sampled at its ends, just inside them, and
-    at the expiry instant, where ``P_s`` changes shape)."""
+    at the expiry instant, where ``P_s`` changes shape). ``level`` ``L_MIN``: could the
+    decision have ``P_s < L_min`` (revision 3's starvation; the ceiling is at least
+    ``L_min``, so only the feedback term decides)."""
     if ack is None:
         return False
     ack_slot, util, active = ack
@@ -99,7 +102,7 @@ def may_skip(dep: Deployment, ack: tuple[int, int, int] | None, t: int) -> bool:
     lo = hi - dep.slot_ms
     tiny = 1e-3
     samples = [hi, lo + tiny, min(max(dep.feedback_ttl_ms, lo + tiny), hi)]
-    return any(probability(dep, util, active, d) < 1.0 for d in samples)
+    return any(probability(dep, util, active, d) < level for d in samples)
 
 
 def replay(dep: Deployment, trace: Trace, expect_violation: bool = True) -> ReplayReport:
@@ -118,13 +121,26 @@ def replay(dep: Deployment, trace: Trace, expect_violation: bool = True) -> Repl
     extra = ({"cluster_quota": dep.quota}
              if dep.quota < dep.capacity and "cluster_quota" in QueueConfig.__dataclass_fields__
              else {})
+    # Revision 3's ACKs: from the reference when it has the setting, and then checked
+    # against the model's own formula (sending.ack_util) on every ACK; without it the
+    # formula computes them from the reference's occupancy and per-cluster count.
+    native = "feedback" in QueueConfig.__dataclass_fields__
+    if native:
+        extra["feedback"] = dep.feedback
     queue = OlafQueue(QueueConfig(
         capacity=dep.capacity, values=VALUES, max_clusters=max(dep.clusters, 1), max_blocks=1,
         mode=Mode.OLAF if dep.mode == "olaf" else Mode.FIFO, threshold=threshold, **extra,
     ))
     report = ReplayReport()
+    if dep.feedback == 3 and not native:
+        report.checked += " (revision 3 ACK feedback from the model's formula: the reference " \
+                          "queue has no feedback setting)"
+    starv3 = trace.prop == "starvation" and dep.feedback == 3
     bad = report.mismatches.append
     n = dep.workers
+    low_run = [0] * n
+    """Revision 3's starvation: consecutive fresh updates decided with P_s < L_min at some
+    instant of their slot."""
     last_ack: list[tuple[int, int, int] | None] = [None] * n
     skip_run = [0] * n
     max_run = [0] * n
@@ -157,12 +173,17 @@ def replay(dep: Deployment, trace: Trace, expect_violation: bool = True) -> Repl
                     bad(f"slot {t}: worker {u} sends or skips without a fresh update (period "
                         f"{dep.period(u)}, phase {dep.phase(u)})")
                 continue
+            if starv3:
+                low = dep.sender != "always" and may_skip(dep, last_ack[u], t, L_MIN)
+                low_run[u] = low_run[u] + 1 if low else 0
             if u in senders:
                 skip_run[u] = silent_run[u] = 0
                 continue
             if u not in s.skipped:
                 bad(f"slot {t}: worker {u} neither sends nor skips")
-            if dep.sender == "always" or not may_skip(dep, last_ack[u], t):
+            # Revision 3's starvation lets any UPDATE be lost before the switch: a "skip"
+            # there may be a lost UPDATE, sent at any P_s.
+            if not starv3 and (dep.sender == "always" or not may_skip(dep, last_ack[u], t)):
                 bad(f"slot {t}: worker {u} skipped although its P_s = 1")
             skip_run[u] += 1
             max_run[u] = max(max_run[u], skip_run[u])
@@ -187,7 +208,14 @@ def replay(dep: Deployment, trace: Trace, expect_violation: bool = True) -> Repl
                 got = Outcome(int(r["outcome"])).name
                 if int(r["msg_type"]) != MsgType.ACK or got != e.outcome:
                     bad(f"{where}: queue says {got}, trace says {e.outcome}")
-                last_ack[e.worker] = (t, int(r["queue_util"]), int(r["active_clusters"]))
+                util = int(r["queue_util"])
+                if dep.feedback == 3:
+                    held = queue.cluster_count[dep.cluster_of(e.worker)]
+                    mine = ack_util(dep, queue.occupied, held)
+                    if native and util != mine:
+                        bad(f"{where}: ACK queue_util {util}, revision 3's room_c gives {mine}")
+                    util = mine
+                last_ack[e.worker] = (t, util, int(r["active_clusters"]))
                 if met is not None:
                     _check_unbeaten(dep, e.worker, got, met, unbeaten, where, bad)
             else:
@@ -214,7 +242,7 @@ def replay(dep: Deployment, trace: Trace, expect_violation: bool = True) -> Repl
     if not trace.slots:
         bad("the trace is empty")
     elif expect_violation:
-        _check_violation(dep, trace, aom, max_run, silent_run, report)
+        _check_violation(dep, trace, aom, max_run, low_run if starv3 else silent_run, report)
     return report
 
 
@@ -266,7 +294,10 @@ def _check_violation(dep: Deployment, trace: Trace, aom: list[int], max_run: lis
         return
     u = trace.violation_worker
     if trace.prop == "starvation":
-        if silent_run[u] <= dep.starvation_limit:
+        if silent_run[u] <= dep.starvation_limit and dep.feedback == 3:
+            bad(f"worker {u} had {silent_run[u]} decisions in a row that may fall below "
+                f"P_s = L_min at slot {t}, not more than {dep.starvation_limit}")
+        elif silent_run[u] <= dep.starvation_limit:
             bad(f"worker {u} was silent with room for {silent_run[u]} slots at slot {t}, "
                 f"not more than {dep.starvation_limit}")
         return

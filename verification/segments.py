@@ -70,7 +70,7 @@ class SegmentModel(AomModel):
                 s.add(z3.ULE(x, pulls))
         else:
             seg = [self._const(0, 1) for _ in range(n)]
-        if self.track and t > 0:
+        if self.track and (t > 0 or self.starv3):
             skip = [self._bool(f"skip_{t}_{u}") for u in range(n)]
         else:
             skip = [z3.BoolVal(False)] * n
@@ -86,6 +86,8 @@ class SegmentModel(AomModel):
         """Per sender: admissions in its segment before its ACK (its feedback is the
         occupancy at the segment's start plus this)."""
         self.feedback_occ = [self._const(0, self.wO) for _ in range(n)]
+        self.feedback_refused: list[Any] = [z3.BoolVal(False) for _ in range(n)]
+        """Per sender: its UPDATE was DROPPED_FULL (revision 3: its cluster holds no slot)."""
         received: list[list[Any]] = [[] for _ in range(n)]
         record: dict[str, Any] = {"seg": seg, "segments": [], "level": self.level}
         for i in range(pulls + 1):
@@ -99,7 +101,8 @@ class SegmentModel(AomModel):
             for u in range(n):
                 self.window[u] = self._fresh(
                     f"window_{t}_{u}",
-                    z3.If(sends_any[u], self._window_of(self.feedback_occ[u], None),
+                    z3.If(sends_any[u], self._window_of(self.feedback_occ[u], None,
+                                                        self.feedback_refused[u]),
                           self.window[u]))
                 self.last_send[u] = self._fresh(
                     f"last_{t}_{u}",
@@ -199,6 +202,9 @@ class SegmentModel(AomModel):
                 lv = self.level[u]
                 s.add(z3.Implies(sends[u], z3.And(z3.UGE(lv, lo), z3.ULE(lv, added))))
                 self.feedback_occ[u] = z3.If(sends[u], self.occ + lv, self.feedback_occ[u])
+                self.feedback_refused[u] = z3.If(
+                    sends[u], z3.And(z3.Not(queued[k]), z3.Not(admitted[k])),
+                    self.feedback_refused[u])
             s.add(z3.Implies(admitted[k],
                              z3.Or([z3.And(sends[u], self.level[u] == rk1) for u in mem])))
 

@@ -16,14 +16,22 @@ import z3
 class SenderEncoding:
     """The send rule of ``AomModel``: forced-send windows and what they force."""
 
-    def _window_of(self, occ: Any, active: Any) -> Any:
-        """The forced-send window for an ACK carrying (occ, active), as a term."""
+    def _window_of(self, occ: Any, active: Any, refused: Any = None) -> Any:
+        """The forced-send window for an ACK carrying (occ, active), as a term;
+        ``refused``: the UPDATE was DROPPED_FULL, its cluster holds no slot (OLAF mode,
+        read where the table has such an entry: revision 3's ``room_c``)."""
         expr = self._const(self.window_default, self.wT)
-        for (o, a), w in self.window_table.items():
+        full = None
+        for (o, a, held), w in self.window_table.items():
+            if not held:
+                full = w
+                continue
             if w == self.window_default:
                 continue
             cond = occ == o if self.dep.mode == "olaf" else z3.And(occ == o, active == a)
             expr = z3.If(cond, self._const(w, self.wT), expr)
+        if full is not None and refused is not None:
+            expr = z3.If(refused, self._const(full, self.wT), expr)
         return expr
 
     def _active(self) -> Any:
@@ -40,6 +48,9 @@ class SenderEncoding:
         of starvation); a worker whose feedback expired probes."""
         dep, s = self.dep, self.solver
         fresh = [u for u in range(dep.workers) if dep.has_update(u, t)]
+        if self.starv3:
+            self._opportunities(t, fresh)
+            return
         if t == 0 or self.always_forced:
             s.add(*[sends[u] for u in fresh])
             return
@@ -61,3 +72,24 @@ class SenderEncoding:
                 s.add(keeps)
             else:
                 s.add(z3.Implies(self.target[u], keeps))
+
+    def _opportunities(self, t: int, fresh: list[int]) -> None:
+        """Revision 3's starvation: every send is free (a sent UPDATE may be lost, which
+        the queue and the worker's feedback see as a skip), and a fresh update's decision
+        may fall below ``L_min`` when the last ACK is past its window (``P_s >= L_min`` at
+        every instant) and not yet expired. Before any ACK ``P_s = L >= L_min``: the
+        initial window (the horizon) covers it."""
+        dep = self.dep
+        tc = self._const(t, self.wT)
+        pg = self.probe_gap
+        low = []
+        for u in range(dep.workers):
+            if u not in fresh or self.always_forced:
+                low.append(z3.BoolVal(False))
+                continue
+            gap = tc - self.last_send[u]
+            cond = z3.UGT(gap, self.window[u])
+            if pg is not None:
+                cond = z3.And(cond, z3.ULT(gap, pg))
+            low.append(self._fresh(f"low_{t}_{u}", cond))
+        self.low_now = low

@@ -11,7 +11,7 @@ from fractions import Fraction
 from typing import Any
 
 from verification.config import CONTRIBUTOR_BITS, Deployment
-from verification.sending import forced, probe_gap
+from verification.sending import L_MIN, forced, probe_gap
 
 INF = 1 << 30
 """A forced window that never ends (P_s = 1 at every age of the feedback)."""
@@ -66,12 +66,17 @@ class System:
         self.olaf = dep.mode == "olaf"
         self.always = dep.sender == "always"
         self.pg = probe_gap(dep)
+        self.starv3 = prop == "starvation" and dep.feedback == 3
+        """Revision 3's starvation: every send free (a lost UPDATE is a skip to the queue
+        and to the worker's feedback), windows of ``P_s >= L_min`` instead of ``P_s = 1``,
+        and the run counts decisions that may fall below ``L_min``."""
+        self.level = L_MIN if self.starv3 else 1.0
         self.period = dep.pull_rate.denominator
         self.pulls = [dep.pulls_in_slot(t) for t in range(self.period)]
         self.ms = dep.max_skip if prop != "starvation" else None
         self.aom_cap = dep.aom_bound + 1 if prop == "responsiveness" else None
         self.starve_top = dep.starvation_limit + 1
-        self._windows: dict[tuple[int, int], int] = {}
+        self._windows: dict[tuple[int, int, int], int] = {}
         self._order_cache: dict[tuple, set] = {}
         """A slot's effects depend on the queue, the senders and the PULLs only."""
         if self.pg is not None or self.always:
@@ -89,14 +94,17 @@ class System:
         self.fair_limit = dep.fairness_limit
 
     # -- the send rule -------------------------------------------------------------
-    def window(self, occupied: int, active: int) -> int:
+    def window(self, occupied: int, active: int, held: int = 1) -> int:
         """Last gap (slots after the ACK's slot) before any expiry at which the send is
-        forced by P_s = 1; INF when forced at every gap."""
-        key = (occupied, active)
+        forced by P_s = 1 (revision 3's starvation: has P_s >= L_min); INF when at every
+        gap. ``held``: slots the UPDATE's cluster holds after it (revision 3)."""
+        key = (occupied, active, held)
         if key not in self._windows:
             dep = self.dep
             w = 0
-            if self.always or (self.pg is None and forced(dep, occupied, active, 10**9)):
+            lv = self.level
+            if self.always or (self.pg is None and forced(dep, occupied, active, 10**9, held,
+                                                          lv)):
                 # P_s = 1 however old the feedback (without expiry P_s only decreases).
                 self._windows[key] = INF
                 return INF
@@ -105,7 +113,7 @@ class System:
                 if self.pg is not None and gap >= self.pg:
                     w = INF
                     break
-                if not forced(dep, occupied, active, gap):
+                if not forced(dep, occupied, active, gap, held, lv):
                     break
                 w = gap
             else:
@@ -116,10 +124,18 @@ class System:
         return self._windows[key]
 
     def must_send(self, since: int, win: int) -> bool:
+        if self.starv3:
+            return False
         gap = since + 1
         if self.free_window:
             return self.pg is not None and gap >= self.pg
         return self.always or gap <= win or (self.pg is not None and gap >= self.pg)
+
+    def _low(self, worker: tuple) -> bool:
+        """Revision 3's starvation: this slot's decision of a worker in state ``worker``
+        may have P_s < L_min (past its ACK's window, the ACK not yet expired)."""
+        gap = worker[0] + 1
+        return gap > worker[1] and (self.pg is None or gap < self.pg)
 
     # -- states --------------------------------------------------------------------
     # worker: (since, window, aom, keeps, starve); queue OLAF: ((cluster, owner, single,
@@ -129,7 +145,10 @@ class System:
         properties of one worker at a time) only the target carries the keeps flag and
         the property's counters; the others' would never be read."""
         n = self.dep.workers
-        return ((), tuple((0, 0, 0, self.target is None or u == self.target, 0)
+        # Revision 3's starvation: before any ACK P_s = L >= L_min at every decision,
+        # an opportunity window that never ends.
+        win = INF if self.starv3 else 0
+        return ((), tuple((0, win, 0, self.target is None or u == self.target, 0)
                           for u in range(n)))
 
     def image(self, frontier: set[tuple], t: int) -> set[tuple]:
@@ -153,7 +172,7 @@ class System:
             if self.free_others and not keeps and t > 0:
                 options.append([(True, 0, False), (False, 0, False)])
                 continue
-            if t == 0 or self.must_send(since, win):
+            if (t == 0 and not self.starv3) or self.must_send(since, win):
                 options.append([(True, 0, keeps)])
                 continue
             nxt = min(since + 1, self.gap_cap)
@@ -189,6 +208,10 @@ class System:
                         win = 0
                     if not keeps:
                         row.append((since, win, 0, False, 0))
+                        continue
+                    if self.starv3:
+                        st = min(old[4] + 1, self.starve_top) if self._low(old) else 0
+                        row.append((since, win, 0, True, st))
                         continue
                     if self.prop == "starvation":
                         st = 0 if sent or not room else min(old[4] + 1, self.starve_top)
@@ -280,7 +303,9 @@ class System:
                     q2 = self._update(q, u, credit)
                     if tracked is None or u in tracked:
                         active = len({s[0] for s in q2})
-                        a2 = acks[:u] + (self.window(len(q2), active),) + acks[u + 1:]
+                        held = int(any(s[0] == self.cluster[u] for s in q2)) \
+                            if self.olaf else 1
+                        a2 = acks[:u] + (self.window(len(q2), active, held),) + acks[u + 1:]
                     else:
                         a2 = acks
                     nxt.add(self._relabel(groups, q2, left - {u}, p, a2, cred))
