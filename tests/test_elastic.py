@@ -108,3 +108,39 @@ def test_workers_added_and_removed_mid_run_follow_in_flags_aom_and_metrics(tmp_p
             summary["worker_changes"][1][0] - summary["worker_changes"][0][0])
     timeline = [int(r["active_workers"]) for r in run.csv("timeline.csv")]
     assert timeline[0] == 2 and 4 in timeline and timeline[-1] == 1
+
+
+@pytest.mark.timeout(300)
+def test_elastic_auto_on_the_embedded_default_sizes_the_pool_itself(tmp_path: Path) -> None:
+    import csv
+    import json
+
+    out = tmp_path / "auto"
+    result = subprocess.run(
+        # A link ten times the default's (one worker offers a twentieth of it): on the
+        # default's 1,000 blocks/s one worker alone fills the link, and the pool stays at 1.
+        [sys.executable, "-m", "olaf.cli", "run", "--elastic", "auto", "--workers", "8",
+         "--processes", "2", "--total-steps", "100000", "--duration", "120",
+         "--egress-rate", "2920000", "--buffer-bytes", "292000",
+         "--set", "autoscale.window_s=2", "--out", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=280)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    summary = json.loads((out / "summary.json").read_text())
+    with (out / "timeline.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    decisions = [r for r in rows if r["decision"]]
+    assert decisions and all(r["decision_reason"] and r["rho_window"] for r in decisions)
+    # It starts with one worker and the warm-up grows it, every change in the summary and
+    # in the timeline's active column.
+    assert int(rows[0]["active_workers"]) == 1
+    assert decisions[0]["decision"] == "grow"
+    sizes = [n for _, n in summary["worker_changes"]]
+    assert sizes and sizes[0] > 1 and max(sizes) <= 8
+    assert int(rows[-1]["active_workers"]) == summary["active_workers"] == sizes[-1]
+    assert summary["scaling"] == "auto" and summary["worker_seconds"] < 8 * summary["wall_time_s"]
+    assert "pool: grow" in result.stdout  # the live display shows the latest decision
+    # A pool that sizes itself refuses changes by hand.
+    bad = subprocess.run([sys.executable, "-m", "olaf.cli", "run", "--elastic", "auto",
+                          "--scaling", "boost", "--out", str(tmp_path / "x")],
+                         cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "both set the active workers" in bad.stderr

@@ -81,3 +81,30 @@ def test_the_timeline_reports_the_staleness_and_update_age_of_what_the_ps_applie
     assert max(r.staleness_p99 for r in rows) <= max(applied)
     assert max(r.staleness_p90 for r in rows) >= 1
     assert all(r.update_age_p50_ms > 0 for r in rows if r.update_age_p50_ms == r.update_age_p50_ms)
+
+
+def test_elastic_auto_grows_then_shrinks_the_pool_and_logs_every_decision() -> None:
+    from olaf.drl.autoscale import AutoscaleConfig
+
+    # One worker offers about half of C; a FIFO at rho 2 throws half of the blocks away.
+    offered_one = 40 * block_bytes(64) / 0.0178  # a 17.8 ms turn's 40 blocks
+    cfg = short(mode="fifo", workers=16, scaling="auto", total_steps=60_000,
+                egress_rate=offered_one / 0.5, buffer_bytes=buffer_for(25, 40, 64),
+                autoscale=AutoscaleConfig(window_s=0.5, rho_high=8.0))
+    result = run_simulated(cfg)
+    decisions = result.scale_decisions
+    actions = [d[2] for d in decisions]
+    assert actions[0] == "grow" and "shrink" in actions
+    assert all(d[7] for d in decisions)  # every decision says why
+    sizes = [n for _, n in result.worker_changes]
+    assert sizes[0] == 4 and min(sizes) < max(sizes)
+    # The timeline carries the decisions and the pool they made, and nothing was lost.
+    rows = [s for s in result.timeline if s.scale_action]
+    assert [s.scale_action for s in rows] == actions
+    assert result.timeline[-1].active_workers == sizes[-1] == result.active_workers
+    applied = [s.blocks_applied for s in result.timeline]
+    assert applied == sorted(applied) and result.summary()["blocks_applied"] == applied[-1]
+    s = result.summary()
+    assert s["worker_seconds"] < 16 * result.wall_time  # fewer worker-seconds than the ceiling's
+    assert s["env_steps"] >= 60_000 and result.evaluations
+    assert run_simulated(cfg).scale_decisions == decisions  # the same seed, the same decisions

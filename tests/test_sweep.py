@@ -349,3 +349,28 @@ def test_heatmaps_are_drawn_for_the_chosen_pair_with_censored_cells(tmp_path: Pa
     assert paths[0].stat().st_size > 10_000
     assert [p.name for p in write_heatmaps(synthetic_rows(CELLS), tmp_path)] == [
         "heatmap-w8-k1-olaf-always.png", "heatmap-w8-k1-fifo.png"]
+
+
+def test_an_auto_pool_is_a_workers_value_with_its_worker_seconds(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    sweep = tmp_path / "auto.toml"
+    text = (two_cells().replace("workers = [4]", 'workers = [4, "auto"]')
+            .replace('modes = ["olaf", "fifo"]', 'modes = ["fifo"]')
+            .replace("total_steps = 1500", "total_steps = 4000")
+            .replace("[grid]", "[run.autoscale]\nwindow_s = 0.2\n\n[grid]")
+            .replace('out = "runs/sweep-small"', f'out = "{tmp_path / "out"}"'))
+    sweep.write_text(text)
+    loaded = load(sweep, None)
+    assert loaded.auto_ceiling == 4  # the largest fixed pool: auto shares its link
+    cfg = config_of(loaded, next(c for c in cells(loaded) if c["workers"] == "auto"), 40)
+    assert cfg.scaling == "auto" and cfg.workers == 4 and cfg.autoscale.window_s == 0.2
+    fixed = config_of(loaded, next(c for c in cells(loaded) if c["workers"] == 4), 40)
+    assert cfg.egress_rate == fixed.egress_rate  # the same link as the 4 fixed workers
+    assert main(["sweep", str(sweep)]) == 0
+    table = rows(tmp_path / "out" / "sweep.csv")
+    auto = next(r for r in table if r["workers"] == "auto")
+    assert float(auto["worker_seconds"]) > 0 and 1 <= float(auto["mean_active_workers"]) <= 4
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text.replace('workers = [4, "auto"]', 'workers = ["many"]'))
+    with pytest.raises(ValueError, match="workers"):
+        load(bad, None)

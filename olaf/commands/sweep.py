@@ -67,6 +67,7 @@ import numpy as np
 
 # By module: runner and link_figures are looked up when used (tests wrap runner).
 import olaf.commands.run as run_command
+from olaf.drl.autoscale import AutoscaleConfig
 from olaf.drl.boosting import BoostConfig
 from olaf.drl.bottleneck import PRESETS, buffer_for, egress_for, offered_rate
 from olaf.drl.censored import Comparison, Outcome, compare, km_median
@@ -76,7 +77,8 @@ from olaf.drl.staleness import StalenessConfig
 
 HELP = "a grid of runs over D, rho, workers, clusters and modes: resumable CSV and heatmaps"
 
-NESTED: dict[str, type] = {"staleness": StalenessConfig, "boost": BoostConfig}
+NESTED: dict[str, type] = {"staleness": StalenessConfig, "boost": BoostConfig,
+                           "autoscale": AutoscaleConfig}
 """RunConfig's dataclass fields a sweep file may set as ``[run.NAME]`` tables. The
 learners' (impact, learner, ps) are not among them: the environment's preset sets those."""
 
@@ -95,7 +97,7 @@ METRICS = ("bottleneck", "reached", "steps_to_target", "time_to_target_s", "env_
            "aom_p99_ms", "update_age_mean_ms", "mean_staleness_versions", "staleness_p90",
            "staleness_max", "mean_agg_count", "skipped_share", "rho_measured", "depth_gradients",
            "capacity", "pull_rate", "dropped_full_share", "dropped_reward_share", "delta_share",
-           "host_s")
+           "host_s", "worker_seconds", "mean_active_workers")
 COLUMNS = KEYS + METRICS
 METRICS_TO_TARGET = {"steps": "steps_to_target", "time": "time_to_target_s"}
 """``--metric``: env steps (the measure to read first) or time to the target."""
@@ -148,6 +150,9 @@ class Sweep:
     out: Path
     gather: tuple[Path, ...] = ()
     """Sweep files whose rows this one takes in (``gather_rows``)."""
+    auto_ceiling: int = 128
+    """``workers = "auto"`` cells (``--elastic auto``): the pool's ceiling, and the pool
+    whose offered load sets C from rho (the link of that many fixed workers)."""
 
 
 def load(path: Path, out: Path | None) -> Sweep:
@@ -172,7 +177,7 @@ def load(path: Path, out: Path | None) -> Sweep:
                          "by [grid])")
     grid = dict(doc.get("grid", {}))
     allowed = {"depth", "rho", "buffer_bytes", "egress_rate", "bottleneck", "workers",
-               "clusters", "modes", "seeds", "first_seed"}
+               "clusters", "modes", "seeds", "first_seed", "auto_ceiling"}
     if set(grid) - allowed:
         raise ValueError(f"{path}: [grid] has unknown key(s) {sorted(set(grid) - allowed)}")
     if "bottleneck" in grid:
@@ -186,6 +191,7 @@ def load(path: Path, out: Path | None) -> Sweep:
     elif ("depth" in grid) == ("buffer_bytes" in grid) or ("rho" in grid) == ("egress_rate" in grid):
         raise ValueError(f"{path}: [grid] needs depth or buffer_bytes, and rho or egress_rate "
                          "(one of each), or bottleneck")
+    ceiling = grid.pop("auto_ceiling", None)
     seeds = grid.pop("seeds", 5)
     first = int(grid.pop("first_seed", 0))
     seed_list = list(range(first, first + int(seeds))) if isinstance(seeds, int) else list(seeds)
@@ -195,6 +201,15 @@ def load(path: Path, out: Path | None) -> Sweep:
     for key, values in grid.items():
         if not isinstance(values, list) or not values:
             raise ValueError(f"{path}: [grid] {key} must be a non-empty list")
+    bad_workers = [w for w in grid["workers"]
+                   if w != "auto" and (isinstance(w, bool) or not isinstance(w, int) or w < 1)]
+    if bad_workers:
+        raise ValueError(f"{path}: [grid] workers must be counts >= 1 or \"auto\", got {bad_workers}")
+    numeric = [w for w in grid["workers"] if w != "auto"]
+    if ceiling is None:
+        ceiling = max(numeric, default=128)
+    if not isinstance(ceiling, int) or isinstance(ceiling, bool) or ceiling < 1:
+        raise ValueError(f"{path}: [grid] auto_ceiling must be a count >= 1, got {ceiling!r}")
     bad_modes = [m for m in grid["modes"] if m not in MODES]
     if bad_modes:
         raise ValueError(f"{path}: unknown mode(s) {bad_modes}; choose from {', '.join(MODES)}")
@@ -210,7 +225,7 @@ def load(path: Path, out: Path | None) -> Sweep:
     if not isinstance(gather, list) or not all(isinstance(g, str) for g in gather):
         raise ValueError(f"{path}: [sweep] gather must be a list of sweep file paths")
     target = out or Path(table.get("out", f"runs/sweep-{path.stem}"))
-    return Sweep(base, grid, seed_list, target, tuple(Path(g) for g in gather))
+    return Sweep(base, grid, seed_list, target, tuple(Path(g) for g in gather), ceiling)
 
 
 def _nested(path: Path, name: str, kind: type, table: dict[str, Any]) -> Any:
@@ -264,8 +279,12 @@ def config_of(sweep: Sweep, cell: dict[str, Any], blocks: int) -> Any:
     base = {"stop_at_target": True, **sweep.base}
     if "target_reward" not in base:
         base["target_reward"] = default_target(base.get("env_id", run_defaults().env_id))
-    cfg = RunConfig(**base, workers=cell["workers"], clusters=cell["clusters"], mode=switch_mode,
-                    always_send=always, aggregation=aggregation, seed=cell["seed"])
+    auto = cell["workers"] == "auto"
+    if auto:
+        base = {**base, "scaling": "auto"}
+    cfg = RunConfig(**base, workers=sweep.auto_ceiling if auto else cell["workers"],
+                    clusters=cell["clusters"], mode=switch_mode, always_send=always,
+                    aggregation=aggregation, seed=cell["seed"])
     buffer = (cell["buffer_bytes"] if cell["depth"] == ""
               else buffer_for(float(cell["depth"]), blocks, cfg.values))
     if cell["rho"] == "":
@@ -386,6 +405,8 @@ def row_of(cell: dict[str, Any], summary: dict[str, Any], host_s: float) -> dict
         "dropped_reward_share": outcomes.get("DROPPED_REWARD", 0) / total,
         "delta_share": summary.get("delta_share"),
         "host_s": host_s,
+        "worker_seconds": summary.get("worker_seconds"),
+        "mean_active_workers": summary.get("mean_active_workers"),
     })
     return row
 
@@ -424,6 +445,12 @@ def _num(text: str) -> float:
         return float(text)
     except (TypeError, ValueError):
         return math.nan
+
+
+def _slice_order(workers_clusters: tuple[str, ...]) -> tuple[float, float]:
+    """Slices by worker count, then clusters; ``auto`` pools after the fixed ones."""
+    w, k = workers_clusters
+    return (math.inf if w == "auto" else int(w), int(k))
 
 
 def _axis_order(text: str) -> tuple[float, str]:
@@ -499,7 +526,7 @@ def write_heatmaps(rows: list[dict[str, str]], out: Path, top: str = "olaf",
         rate_name = "rho (offered / C)" if rows[0]["rho"] else "C (bytes/s)"
     sizes = sorted({link_of(r)[0] for r in rows}, key=_axis_order)
     rates = sorted({link_of(r)[1] for r in rows}, key=_axis_order)
-    pairs = sorted({(r["workers"], r["clusters"]) for r in rows}, key=lambda p: tuple(map(int, p)))
+    pairs = sorted({(r["workers"], r["clusters"]) for r in rows}, key=_slice_order)
     if baselines is None:
         baselines = [m for m in MODES if m != top and any(r["mode"] == m for r in rows)]
     paths = []
@@ -565,7 +592,7 @@ def report(rows: list[dict[str, str]], baseline: str, top: str, metric: str) -> 
     cells_of = comparisons(rows, baseline, top, column)
     if not cells_of:
         return f"no seed has both {baseline} and {top}\n"
-    slices = sorted({key[:2] for key in cells_of}, key=lambda p: tuple(map(int, p)))
+    slices = sorted({key[:2] for key in cells_of}, key=_slice_order)
     head = _place_header(rows)
     preset = head == "| bottleneck |"
     out: list[str] = []
@@ -617,7 +644,7 @@ def report_modes(rows: list[dict[str, str]], metric: str) -> str:
     for r in rows:
         groups.setdefault((r["workers"], r["clusters"], *link_of(r), r["mode"]), []).append(r)
     order = list(MODES)
-    keys = sorted(groups, key=lambda g: (int(g[0]), int(g[1]), _axis_order(g[2]), _axis_order(g[3]),
+    keys = sorted(groups, key=lambda g: (*_slice_order(g[:2]), _axis_order(g[2]), _axis_order(g[3]),
                                          order.index(g[4]) if g[4] in order else len(order)))
     out: list[str] = []
     for w, k in dict.fromkeys(g[:2] for g in keys):
@@ -648,7 +675,7 @@ def report_tally(rows: list[dict[str, str]], baseline: str, tops: list[str], met
     what = "env steps" if metric == "steps" else "time (s)"
     verdicts = {top: comparisons(rows, baseline, top, column) for top in tops}
     slices = sorted({key[:2] for cells_of in verdicts.values() for key in cells_of},
-                    key=lambda p: tuple(map(int, p)))
+                    key=_slice_order)
     out = [f"**Significant cells against {baseline}**, {what} to target (faster / slower / "
            "cannot tell / cells):", "",
            "| workers | clusters | " + " | ".join(tops) + " |", "|---|---|" + "---|" * len(tops)]

@@ -20,8 +20,8 @@ The phases:
 
 * **warm-up**: while rho < 1 and learning progresses, multiply the pool by ``growth``
   (1, 4, 16, ...), but never past the size the measured rho says would reach
-  ``rho_high`` (rho grows with the workers), nor past ``max_workers``; the first window
-  with rho ≥ 1 (or the pool at its maximum) ends it.
+  ``rho_high`` (rho grows with the workers), nor past the ceiling (``--workers``); the
+  first window with rho ≥ 1 (or the pool at its maximum) ends it.
 * **steady**: hold while rho stays within [``rho_low``, ``rho_high``] and the applied
   blocks/s within ``throughput_band`` of the reference taken when the phase began;
   shrink to the share of the pool that was not wasted when the waste exceeds
@@ -48,10 +48,10 @@ class AutoscaleConfig:
     """The policy's thresholds (``--set autoscale.NAME=VALUE``); defaults in docs/platform.md."""
 
     start_workers: int = 1
+    """The pool a run starts with (its ceiling is the run's ``--workers``)."""
     growth: int = 4
     """Warm-up factor per window: 1, 4, 16, ..."""
     min_workers: int = 1
-    max_workers: int = 128
     rho_low: float = 0.8
     rho_high: float = 1.25
     """The band around rho = 1 the steady phase holds in."""
@@ -62,9 +62,9 @@ class AutoscaleConfig:
     """Run seconds between decisions (simulated seconds on the virtual clock)."""
 
     def __post_init__(self) -> None:
-        if not 1 <= self.min_workers <= self.start_workers <= self.max_workers:
-            raise ValueError("autoscale needs 1 <= min_workers <= start_workers <= max_workers, "
-                             f"got {self.min_workers}, {self.start_workers}, {self.max_workers}")
+        if not 1 <= self.min_workers <= self.start_workers:
+            raise ValueError("autoscale needs 1 <= min_workers <= start_workers, got "
+                             f"{self.min_workers}, {self.start_workers}")
         if self.growth < 2:
             raise ValueError(f"autoscale.growth must be >= 2, got {self.growth}")
         if not 0 < self.rho_low <= 1 <= self.rho_high:
@@ -98,8 +98,11 @@ class Decision:
 class Autoscaler:
     """The policy's state: its phase and the steady phase's reference throughput."""
 
-    def __init__(self, config: AutoscaleConfig) -> None:
-        self.config = config
+    def __init__(self, config: AutoscaleConfig, max_workers: int) -> None:
+        if max_workers < config.start_workers:
+            raise ValueError(f"autoscale: the ceiling of {max_workers} workers is below "
+                             f"start_workers {config.start_workers}")
+        self.config, self.max_workers = config, max_workers
         self.phase = WARMUP
         self.reference: float | None = None
 
@@ -107,9 +110,10 @@ class Autoscaler:
         """The pool for the next window, given ``workers`` now and the last window's signals."""
         c = self.config
         if self.phase == WARMUP:
-            if s.rho >= 1 or workers >= c.max_workers:
+            if s.rho >= 1 or workers >= self.max_workers:
                 self.phase, self.reference = STEADY, s.applied_per_s
-                why = f"rho {s.rho:.2f} >= 1" if s.rho >= 1 else f"at --max-workers {c.max_workers}"
+                why = (f"rho {s.rho:.2f} >= 1" if s.rho >= 1
+                       else f"at the ceiling of {self.max_workers} workers")
                 return self._steady(workers, s, prefix=f"warm-up ends ({why}); ")
             if not s.progressing:
                 return Decision(workers, HOLD, WARMUP, f"warm-up waits: rho {s.rho:.2f}, no "
@@ -150,8 +154,47 @@ class Autoscaler:
                         f"{change:+.0%}, {s.waste:.0%} wasted")
 
     def _capped(self, workers: int, wanted: int, rho: float) -> int:
-        """``wanted``, but no more than ``max_workers`` nor the pool the measured rho says
+        """``wanted``, but no more than the run's ``max_workers`` nor the pool the measured rho says
         would offer ``rho_high`` (offered load is proportional to the workers)."""
         c = self.config
         by_rho = math.floor(workers * c.rho_high / rho) if rho > 0 else wanted
-        return max(workers, min(wanted, c.max_workers, by_rho))
+        return max(workers, min(wanted, self.max_workers, by_rho))
+
+
+@dataclasses.dataclass(frozen=True)
+class Counters:
+    """Running totals at one decision, from which a window's ``Signals`` follow."""
+
+    t: float
+    """Run seconds."""
+    sent: int
+    skipped: int
+    """Updates (whole gradients) the workers sent, and skipped by P_s."""
+    outcomes: dict[str, int]
+    """The switch's UPDATE blocks per outcome (DESIGN §3)."""
+    applied: int
+    """Blocks the PS applied."""
+    score: float
+    """The latest evaluation's return, else the training mean (NaN: neither yet)."""
+
+
+WASTED_OUTCOMES = ("DROPPED_FULL", "DROPPED_REWARD", "DROPPED_INVALID")
+
+
+def signals(before: Counters, now: Counters, blocks_per_update: int, block_bytes: int,
+            egress_rate: float) -> Signals:
+    """The window from ``before`` to ``now``: rho of what the pool generated (sent or
+    skipped) over the egress link's bytes/s; the wasted share of its blocks (skipped,
+    dropped full, by reward or as invalid, or never answered: sent but without an
+    outcome at the switch); the PS's applied blocks/s; whether the score rose."""
+    dt = now.t - before.t
+    generated = (now.sent + now.skipped - before.sent - before.skipped) * blocks_per_update
+    sent = (now.sent - before.sent) * blocks_per_update
+    seen = sum(now.outcomes.values()) - sum(before.outcomes.values())
+    dropped = sum(now.outcomes.get(o, 0) - before.outcomes.get(o, 0) for o in WASTED_OUTCOMES)
+    wasted = (now.skipped - before.skipped) * blocks_per_update + dropped + max(0, sent - seen)
+    return Signals(
+        rho=generated * block_bytes / dt / egress_rate if dt > 0 and egress_rate > 0 else 0.0,
+        waste=min(1.0, wasted / generated) if generated > 0 else 0.0,
+        applied_per_s=(now.applied - before.applied) / dt if dt > 0 else 0.0,
+        progressing=not math.isfinite(before.score) or now.score > before.score)

@@ -8,6 +8,7 @@ import sys
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from olaf.drl.autoscale import AutoscaleConfig
 from olaf.drl.boosting import BoostConfig
 from olaf.drl.bottleneck import PRESETS
 from olaf.drl.config import AGGREGATIONS, ALGOS, CLOCKS, EVAL_POLICIES, SCALINGS, RunConfig, run_defaults
@@ -174,8 +175,12 @@ def add_policy_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--is-rho", type=float, default=s.rho,
                        help=f"truncation rho of the importance weight (default {s.rho:g})")
     group.add_argument("--scaling", choices=SCALINGS, default=d.scaling,
-                       help="worker scaling: fixed, boost (detector) or decay (its d^k schedule "
-                       f"alone) (default {d.scaling})")
+                       help="worker scaling: fixed, boost (detector), decay (its d^k schedule "
+                       f"alone) or auto (= --elastic auto) (default {d.scaling})")
+    group.add_argument("--elastic", choices=("off", "auto"), default="off",
+                       help="auto: the pool sizes itself to the bottleneck (olaf.drl.autoscale): "
+                       "from autoscale.start_workers up to --workers, every decision in "
+                       "timeline.csv; thresholds by --set autoscale.NAME=VALUE (default off)")
     group.add_argument("--min-workers", type=int, default=b.min_workers,
                        help=f"I_min of boost scaling (default {b.min_workers}; I_max is --workers)")
     group.add_argument("--boost-period", type=float, default=d.boost_period,
@@ -193,12 +198,19 @@ def add_policy_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def policies_from_args(args: argparse.Namespace) -> dict:
-    """RunConfig keyword arguments of the two policies (ValueError on bad values)."""
+    """RunConfig keyword arguments of the policies (ValueError on bad values)."""
+    scaling = args.scaling
+    if getattr(args, "elastic", "off") == "auto":
+        if scaling not in ("fixed", "auto"):
+            raise ValueError(f"--elastic auto and --scaling {scaling} both set the active workers")
+        scaling = "auto"
+    auto_items = [i for i in getattr(args, "algo_set", []) if i.strip().startswith("autoscale.")]
     return {
+        "autoscale": with_settings(AutoscaleConfig(), auto_items, "autoscale."),
         "aggregation": args.aggregation,
         "staleness": StalenessConfig(decay=args.staleness_decay, max_hold=args.max_hold,
                                      max_pending=args.max_pending, rho=args.is_rho),
-        "scaling": args.scaling,
+        "scaling": scaling,
         "boost": BoostConfig(window=args.boost_window, decay=args.boost_decay,
                              min_workers=args.min_workers,
                              lanczos_iterations=args.lanczos_iterations,

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
+from olaf.drl.autoscale import AutoscaleConfig
 from olaf.drl.boosting import BoostConfig
 from olaf.drl.bottleneck import PRESETS, block_bytes, blocks_per_second, slots_of
 from olaf.drl.staleness import StalenessConfig
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 
 CLOCKS = ("real", "virtual")
 AGGREGATIONS = ("plain", "staleness-aware")
-SCALINGS = ("fixed", "boost", "decay")
+SCALINGS = ("fixed", "boost", "decay", "auto")
 ALGOS = ("impact", "a2c")
 EVAL_POLICIES = ("greedy", "stochastic")
 
@@ -132,7 +133,11 @@ class RunConfig:
     scaling: str = "fixed"
     """Worker policy: ``fixed`` keeps every worker active; ``boost`` activates as many as
     the boosting detector asks for (olaf.drl.boosting); ``decay`` follows only the
-    ``d**k`` schedule, without the detector (the baseline that isolates the detector)."""
+    ``d**k`` schedule, without the detector (the baseline that isolates the detector);
+    ``auto`` (``olaf run --elastic auto``) sizes the pool to the bottleneck
+    (olaf.drl.autoscale), from ``autoscale.start_workers`` up to ``workers``."""
+    autoscale: AutoscaleConfig = field(default_factory=AutoscaleConfig)
+    """Thresholds of ``scaling="auto"`` (``--set autoscale.NAME=VALUE``)."""
     boost: BoostConfig = field(default_factory=BoostConfig)
     """Parameters of boosting detection and worker scaling."""
     boost_period: float = 1.0
@@ -199,8 +204,10 @@ class RunConfig:
             (self.eval_every >= 1, "eval_every must be >= 1"),
             (self.eval_episodes >= 1, "eval_episodes must be >= 1"),
             (self.eval_policy in EVAL_POLICIES, f"eval_policy must be one of {EVAL_POLICIES}"),
-            (self.scaling == "fixed" or self.boost.min_workers <= self.workers,
+            (self.scaling in ("fixed", "auto") or self.boost.min_workers <= self.workers,
              "min_workers must be <= workers"),
+            (self.scaling != "auto" or self.autoscale.start_workers <= self.workers,
+             "autoscale.start_workers must be <= workers (the pool's ceiling)"),
             (self.workers >= 1, "workers must be >= 1"),
             (self.processes >= 0, "processes must be >= 0"),
             (self.mode in ("olaf", "fifo"), "mode must be 'olaf' or 'fifo'"),

@@ -34,6 +34,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from olaf.drl.autoscale import STEADY, Autoscaler, Counters, Decision, Signals, signals
+from olaf.drl.bottleneck import block_bytes
 from olaf.drl.config import RunConfig
 from olaf.drl.controller import RecentRewards
 from olaf.drl.results import EvalScores, RunResult, Snapshot, quantiles, rolling_returns
@@ -155,6 +157,9 @@ class Backend(Protocol):
     def wait(self, seconds: float) -> None:
         """Let ``seconds`` pass before the next loop step."""
 
+    # Backends that run ``scaling="auto"`` (local processes, the virtual clock) also have
+    # ``set_workers(n)``: ids 0..n-1 active from now (olaf.drl.autoscale).
+
 
 class TrainingLoop:
     """The driver loop of one run (see the module doc): counts, evaluation schedule,
@@ -175,6 +180,15 @@ class TrainingLoop:
         self.eval_pending = False
         self.next_eval = result.env_steps
         self._last_draws, self._last_p_sum = 0.0, 0.0
+        self.autoscaler = (Autoscaler(cfg.autoscale, cfg.workers) if cfg.scaling == "auto"
+                           else None)
+        self.pool = cfg.autoscale.start_workers if self.autoscaler is not None else cfg.workers
+        if self.autoscaler is not None and result.timeline:
+            # A resumed run goes on with the pool and the phase its checkpoint recorded.
+            self.pool = max(result.timeline[-1].active_workers, cfg.autoscale.start_workers)
+            if any(s.scale_action for s in result.timeline):
+                self.autoscaler.phase = STEADY
+        self._scale_from: Counters | None = None
 
     # -- what the backend reports ---------------------------------------------------------
     def progress(self, source: Any, steps: int, episodes: list[Episode],
@@ -219,6 +233,8 @@ class TrainingLoop:
     def run(self) -> None:
         """Step until the stop rule says so; ``result.stopped_by`` says why."""
         cfg, backend = self.cfg, self.backend
+        if self.autoscaler is not None and self.pool != cfg.autoscale.start_workers:
+            backend.set_workers(self.pool)  # type: ignore[attr-defined]  # a resumed pool
         next_publish = next_control = next_sample = backend.now()
         while True:
             now = backend.now()
@@ -262,6 +278,34 @@ class TrainingLoop:
             return "duration"
         return None
 
+    def autoscale(self, elapsed: float, tx: dict[str, float],
+                  status: Status) -> tuple[Signals, Decision] | None:
+        """``scaling="auto"``: once a window, measure its signals, decide the pool and
+        apply it through the backend; the decision goes into this timeline row."""
+        if self.autoscaler is None:
+            return None
+        now = Counters(t=elapsed, sent=int(tx["sent"]), skipped=int(tx["skipped"]),
+                       outcomes=dict(status.outcomes), applied=status.blocks_applied,
+                       score=_score(self.result, self.recent))
+        before = self._scale_from
+        if before is None or elapsed - before.t < self.cfg.autoscale.window_s:
+            if before is None:
+                self._scale_from = now
+            return None
+        cfg = self.cfg
+        measured = signals(before, now, self.result.num_blocks, block_bytes(cfg.values),
+                           cfg.pull_rate * block_bytes(cfg.values))
+        decision = self.autoscaler.decide(self.pool, measured)
+        if decision.workers != self.pool:
+            self.backend.set_workers(decision.workers)  # type: ignore[attr-defined]
+            self.pool = decision.workers
+            self.result.worker_changes.append((elapsed, decision.workers))
+        self.result.scale_decisions.append(
+            (elapsed, decision.workers, decision.action, decision.phase, measured.rho,
+             measured.waste, measured.applied_per_s, decision.reason))
+        self._scale_from = now
+        return measured, decision
+
     def sample(self, elapsed: float) -> Snapshot:
         """One timeline row: the backend's status, the senders' P_s since the last row,
         the learner's mean statistics, the latest evaluation."""
@@ -271,6 +315,7 @@ class TrainingLoop:
         p_s_mean = ((tx["p_s_sum"] - self._last_p_sum) / (draws - self._last_draws)
                     if draws > self._last_draws else math.nan)
         self._last_draws, self._last_p_sum = draws, tx["p_s_sum"]
+        decision = self.autoscale(elapsed, tx, status)
         threshold = status.threshold
         if threshold is None and self.controller is not None and self.controller.history:
             threshold = self.controller.history[-1].threshold
@@ -288,7 +333,10 @@ class TrainingLoop:
             restarts=status.restarts, staleness_p50=status.staleness[0],
             staleness_p90=status.staleness[1], staleness_p99=status.staleness[2],
             update_age_p50_ms=status.update_age_ms[0], update_age_p90_ms=status.update_age_ms[1],
-            update_age_p99_ms=status.update_age_ms[2])
+            update_age_p99_ms=status.update_age_ms[2],
+            **({} if decision is None else {
+                "scale_rho": decision[0].rho, "scale_waste": decision[0].waste,
+                "scale_action": decision[1].action, "scale_reason": decision[1].reason}))
         self.learner = {}
         result.timeline.append(snap)
         if self.tb is not None:
@@ -296,6 +344,13 @@ class TrainingLoop:
         if self.on_snapshot is not None:
             self.on_snapshot(snap)
         return snap
+
+
+def _score(result: RunResult, recent: deque[float]) -> float:
+    """What the autoscaler calls learning: the latest evaluation, else the training mean."""
+    if result.evaluations:
+        return float(result.evaluations[-1][2])
+    return float(np.mean(recent)) if recent else math.nan
 
 
 def last_evaluation(result: RunResult) -> dict[str, float]:

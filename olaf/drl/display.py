@@ -58,6 +58,8 @@ class Progress:
         self.live_mode = self.console.is_terminal
         self._live: Live | None = None
         self._last_line = -math.inf
+        self._pool = ""
+        """``--elastic auto``: the latest decision, shown until the next one."""
 
     def __enter__(self) -> Progress:
         if self.live_mode:
@@ -93,6 +95,8 @@ class Progress:
         table.add_row("P_s (last 0.5 s)", _fmt(snap.p_s_mean, 3))
         table.add_row("outcomes", _outcomes(snap) or "-")
         table.add_row("workers", f"{snap.active_workers} active, {snap.restarts} process restarts")
+        if self._pool:
+            table.add_row("elastic auto", self._pool)
         if self.link is not None:
             table.add_row("bottleneck", self._link(snap))
         return table
@@ -105,6 +109,8 @@ class Progress:
                 f"D {link.depth:.2f} gradients, rho {_fmt(link.rho(offered), 2)}")
 
     def __call__(self, snap: Snapshot) -> None:
+        if snap.scale_action:
+            self._pool = f"{snap.scale_action} at {snap.elapsed:.1f}s: {snap.scale_reason}"
         if self._live is not None:
             self._live.update(self._render(snap))
         elif snap.elapsed - self._last_line >= LINE_PERIOD:
@@ -116,7 +122,8 @@ class Progress:
                   f"skipped={snap.updates_skipped:,} probes={snap.updates_probes:,} "
                   f"P_s={_fmt(snap.p_s_mean, 3)} workers={snap.active_workers} "
                   f"restarts={snap.restarts} {_outcomes(snap)}"
-                  + (f" | {self._link(snap)}" if self.link is not None else ""),
+                  + (f" | {self._link(snap)}" if self.link is not None else "")
+                  + (f" | pool: {self._pool}" if self._pool else ""),
                   file=sys.stdout, flush=True)
 
 

@@ -297,6 +297,16 @@ class LocalProcesses:
             self.control.reply(request, {"ok": True, "active": ids})
             self.write_status()
 
+    def set_workers(self, n: int) -> None:
+        """``--elastic auto``: ids 0..n-1 active from now (the worker processes read the
+        flags before every rollout)."""
+        now = time.time()
+        self.policies.set_workers(n, now)
+        aom = self.receiver.aom
+        aom.set_active(worker_bits(list(range(n)), aom.workers), int(now * 1e6))
+        if self.control is not None:
+            self.write_status()
+
     def write_status(self) -> None:
         if self.control is None:
             return

@@ -61,9 +61,20 @@ class RunPolicies:
             self.scheduler = BoostScheduler(self.cfg.workers, self.cfg.boost, seed=self.cfg.seed,
                                             start=now)
             self.meter = self.scheduler.meter
+            self._set_active(self.cfg.workers)
+        elif self.cfg.scaling == "auto":  # the pool starts small; the loop's autoscaler grows it
+            self.set_workers(self.cfg.autoscale.start_workers, now)
         else:
             self.meter = WorkerSeconds(self.cfg.workers, now)
-        self._set_active(self.cfg.workers)
+            self._set_active(self.cfg.workers)
+
+    def set_workers(self, n: int, now: float) -> None:
+        """``scaling="auto"``: ids 0..n-1 active from ``now``; worker-seconds follow."""
+        if self.meter is None:
+            self.meter = WorkerSeconds(n, now)
+        else:
+            self.meter.set(n, now)
+        self._set_active(n)
 
     # -- the PS apply path (receiver thread) -----------------------------------------
     def apply(self, batch: DataBatch, current_version: int) -> None:

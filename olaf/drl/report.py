@@ -48,6 +48,9 @@ EVAL_COLUMNS = (("eval_return", "eval_return"), ("greedy_eval_return", "eval_gre
 """(timeline column, ``Snapshot`` field) of the latest evaluation's mean return:
 ``eval_return`` stays the configured policy's (the column older readers know), the
 other two are both policies' of the same evaluation."""
+SCALE_COLUMNS = ("rho_window", "waste_share", "decision", "decision_reason")
+"""``--elastic auto``'s decisions in the timeline (empty between them): the window's rho and
+wasted share, grow/hold/shrink, and why."""
 MODE_COLORS = {"olaf": "tab:blue", "fifo": "tab:orange", "olaf-always": "tab:green"}
 
 
@@ -100,7 +103,7 @@ def write_metrics(result: RunResult, out: Path) -> list[Path]:
         ["elapsed_s", "env_steps", "episodes", "mean_return", "aom_ms", "occupied", "capacity",
          "model_version", "blocks_applied", "threshold", "updates_sent", "updates_skipped",
          "updates_probes", "p_s_mean", *[c for c, _ in EVAL_COLUMNS], *AGE_COLUMNS, *LEARNER_COLUMNS,
-         *[n.lower() for n in names], "active_workers", "worker_restarts"],
+         *[n.lower() for n in names], "active_workers", "worker_restarts", *SCALE_COLUMNS],
         [[s.elapsed, s.env_steps, s.episodes, s.mean_return, s.aom_ms, s.occupied, s.capacity,
           s.model_version, s.blocks_applied, "" if s.threshold is None else s.threshold,
           s.updates_sent, s.updates_skipped, s.updates_probes,
@@ -108,7 +111,8 @@ def write_metrics(result: RunResult, out: Path) -> list[Path]:
           *[_cell(getattr(s, f)) for _, f in EVAL_COLUMNS],
           *[_cell(getattr(s, c)) for c in AGE_COLUMNS],
           *[s.learner.get(c, "") for c in LEARNER_COLUMNS],
-          *[s.outcomes.get(n, 0) for n in names], s.active_workers, s.restarts]
+          *[s.outcomes.get(n, 0) for n in names], s.active_workers, s.restarts,
+          _cell(s.scale_rho), _cell(s.scale_waste), s.scale_action, s.scale_reason]
          for s in result.timeline],
     )
     _write_csv(paths[2], ["time_s", "env_steps", "worker", "return", "length"], result.episodes)

@@ -84,6 +84,13 @@ class Snapshot:
     """Median update age (received - generated) of the DATA received since the previous sample."""
     update_age_p90_ms: float = math.nan
     update_age_p99_ms: float = math.nan
+    scale_rho: float = math.nan
+    """``--elastic auto``: the oversubscription the decision at this row measured."""
+    scale_waste: float = math.nan
+    """The share of the pool's update blocks wasted in that window."""
+    scale_action: str = ""
+    """grow, hold or shrink ("": no decision at this row)."""
+    scale_reason: str = ""
 
 
 @dataclass
@@ -146,7 +153,12 @@ class RunResult:
     active_workers: int = 0
     """Logical workers active when the run ended."""
     worker_changes: list[tuple[float, int]] = field(default_factory=list)
-    """(time s, active workers) per change made by hand (``olaf workers``)."""
+    """(time s, active workers) per change made by hand (``olaf workers``) or by
+    ``--elastic auto``."""
+    scale_decisions: list[tuple[float, int, str, str, float, float, float, str]] = field(
+        default_factory=list)
+    """``--elastic auto``: (time s, workers, action, phase, rho, waste share, applied
+    blocks/s, reason) per decision (olaf.drl.autoscale)."""
 
     def summary(self) -> dict[str, Any]:
         cfg = self.config
@@ -326,4 +338,5 @@ def result_json(result: RunResult) -> dict[str, Any]:
     out["worker_pids"] = result.worker_pids
     out["restart_log"] = [list(r) for r in result.restart_log]
     out["worker_changes"] = [list(r) for r in result.worker_changes]
+    out["scale_decisions"] = [list(r) for r in result.scale_decisions]
     return out

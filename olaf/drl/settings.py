@@ -51,6 +51,7 @@ def with_settings(config: Any, items: list[str] | tuple[str, ...], prefix: str =
 
 
 def split_settings(items: list[str] | tuple[str, ...]) -> tuple[list[str], list[str]]:
-    """``--set`` items for the learner (``algo.*``) and for the parameter server (``ps.*``)."""
+    """``--set`` items for the learner (``algo.*``) and for the parameter server (``ps.*``);
+    ``autoscale.*`` items are the worker pool's (olaf.drl.cli_args.policies_from_args)."""
     ps = [i for i in items if i.strip().startswith("ps.")]
-    return [i for i in items if not i.strip().startswith("ps.")], ps
+    return [i for i in items if not i.strip().startswith(("ps.", "autoscale."))], ps

@@ -66,12 +66,13 @@ from olaf.drl.bottleneck import block_bytes
 from olaf.drl.config import RunConfig
 from olaf.drl.controller import RecentRewards, threshold_raw
 from olaf.drl.core import PsApply, RecentDelivery, Status, TrainingLoop, finish_returns
+from olaf.drl.elastic import ElasticAoM, worker_bits
 from olaf.drl.evaluation import Evaluator
 from olaf.drl.learners import algo_config, parameter_server, run_model
 from olaf.drl.policies import RunPolicies
 from olaf.drl.results import EvalScores, RunResult, Snapshot
 from olaf.drl.worker_turn import Progress, build_worker, tx_totals, worker_seed
-from worker_transport.aom import MAX_WORKER_BITS, AoMTracker
+from worker_transport.aom import MAX_WORKER_BITS
 from worker_transport.codec import decode_rows, encode_array, mean_values
 from worker_transport.protocol import HEADER_LEN, Mode, MsgType, Outcome
 from worker_transport.receiver import DataBatch, pull_packet
@@ -120,8 +121,8 @@ class Simulated:
     """The virtual-clock backend (see the module doc), a ``Backend`` of the training loop."""
 
     def __init__(self, cfg: RunConfig, result: RunResult, ps: Any) -> None:
-        if cfg.scaling != "fixed":
-            raise ValueError("the virtual clock runs fixed scaling only")
+        if cfg.scaling not in ("fixed", "auto"):
+            raise ValueError("the virtual clock runs fixed scaling and --elastic auto only")
         self.cfg, self.result, self.ps = cfg, result, ps
         self.now_ns = 0
         self._events: list[tuple[int, int, str, int, Any]] = []
@@ -130,14 +131,19 @@ class Simulated:
             capacity=cfg.capacity, values=cfg.values, max_clusters=cfg.queue_max_clusters,
             max_blocks=ps.num_blocks, frac_bits=cfg.frac_bits, cluster_quota=cfg.queue_cluster_quota,
             mode=Mode.OLAF if cfg.mode == "olaf" else Mode.FIFO))
-        self.policies = RunPolicies(cfg, ps)
+        self.active = bytearray([1] * cfg.workers)
+        """Active logical workers (``--elastic auto`` changes them); an inactive one idles
+        after its turn until ``set_workers`` wakes it."""
+        self._idle: set[int] = set()
+        self.policies = RunPolicies(cfg, ps, self.active if cfg.scaling == "auto" else None)
         if self.policies.aggregator is not None:
             self.policies.aggregator.clock = self.seconds  # holds expire in simulated time
         self.rewards = RecentRewards(cfg.reward_history)
         self.apply = PsApply(ps, self.policies, self.rewards)
         self.apply.data = result.data
-        self.aom = AoMTracker(start_us=0, workers=min(cfg.workers, MAX_WORKER_BITS),
-                              clock=self.now_us)
+        bits = min(cfg.workers, MAX_WORKER_BITS)
+        self.aom = ElasticAoM(start_us=0, workers=bits, clock=self.now_us,
+                              active_bits=np.ones(bits, bool))
         self.delivery = RecentDelivery(self.apply.data, lambda: self.aom.series.ages_ms)
         size = block_bytes(cfg.values)
         self.block_bytes = size
@@ -223,7 +229,7 @@ class Simulated:
         return Status(aom_ms=float(tail[-1]) if len(tail) else math.nan,
                       occupied=self.queue.occupied, outcomes=self.outcomes(),
                       model_version=self.ps.model_version, blocks_applied=self.ps.blocks_applied,
-                      active_workers=self.cfg.workers, staleness=staleness, update_age_ms=ages)
+                      active_workers=sum(self.active), staleness=staleness, update_age_ms=ages)
 
     def tick(self, loop: TrainingLoop, elapsed: float) -> None:
         self.policies.tick(self.seconds())
@@ -266,8 +272,20 @@ class Simulated:
         jitter = self._jitter[w].lognormal(0.0, sigma) if sigma else 1.0
         return float(self.factors[w] * jitter)
 
+    def set_workers(self, n: int) -> None:
+        """``--elastic auto``: ids 0..n-1 active from now; a woken worker starts a turn, a
+        stopped one finishes the turn it is in and then idles."""
+        self.policies.set_workers(n, self.seconds())
+        self.aom.set_active(worker_bits(list(range(n)), self.aom.workers), self.now_us())
+        for w in sorted(w for w in self._idle if self.active[w]):
+            self._idle.discard(w)
+            self.start_turn(w)
+
     def start_turn(self, w: int) -> None:
         """Worker ``w`` takes the newest weights it has and starts acting."""
+        if not self.active[w]:
+            self._idle.add(w)
+            return
         worker, _ = self.pool[w]
         fresh = self.newest(worker.model_version)
         if fresh is not None:
@@ -432,7 +450,7 @@ def run_simulated(cfg: RunConfig, progress: Callable[[Snapshot], None] | None = 
     result.update_age_ms = series.ages_ms
     result.model_version, result.blocks_applied = ps.model_version, ps.blocks_applied
     result.policies = backend.policies.stats([d[3] for d in result.data])
-    result.active_workers = cfg.workers
+    result.active_workers = sum(backend.active)
     result.final_eval_return = Evaluator(cfg).final(ps.params)
     finish_returns(result)
     result.receiver["host_s"] = time.perf_counter() - began

@@ -199,6 +199,9 @@ def run_drl(testbed: Testbed, cfg: RunConfig, *, progress: Callable[[Snapshot], 
     workers = topo.workers
     if cfg.workers != len(workers):
         raise ValueError(f"the config has {cfg.workers} workers, the topology {len(workers)}")
+    if cfg.scaling != "fixed":
+        raise ValueError(f"--scaling {cfg.scaling} / --elastic auto: the testbed's worker hosts "
+                         "are the topology's, all of them active (not supported)")
     out = testbed.out
     config_path = out / "run_config.json"
     config_path.write_text(config_json(cfg))
