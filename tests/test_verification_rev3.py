@@ -184,6 +184,13 @@ def test_starvation_revision_3_is_tight_and_replays() -> None:
     r = verdict("starvation", alpha=0.04, **RING)
     assert r.status == "VIOLATED"
     assert replay(Deployment(alpha=0.04, **RING), r.trace).ok
+    # The all-T search reaches the same first violation (exact search after the
+    # over-approximation), and closes for bound 8.
+    from verification.unbounded import search
+
+    found = search(Deployment(starvation_bound=7, **RING), "starvation")
+    assert (found.status, found.depth) == ("violated", 10)
+    assert search(Deployment(starvation_bound=8, **RING), "starvation").status == "closed"
     # The explicit encoding agrees (every message position, not segments).
     r = check_property(Deployment(starvation_bound=7, **RING), "starvation", 120,
                        Options(engine="explicit"))
@@ -278,3 +285,31 @@ def test_slot_model_mutant_is_killed(name: str, owner: Any, attr: str, old: str,
     _patch(monkeypatch, owner, attr, old, new)
     with pytest.raises(AssertionError):
         killer()
+
+
+def test_starvation_rests_on_the_ceiling(monkeypatch: pytest.MonkeyPatch) -> None:
+    """verify-aom's starvation under revision 3 proves the ceiling's bounds with it, and a
+    ceiling without its floor (a mutant) turns the verdict into VIOLATED."""
+    r = verdict("starvation", all_t=False, starvation_bound=8, **RING)
+    assert r.status == "VERIFIED" and "L_min <= L <= 1 proved for all T" in r.reason
+    from verification import ceiling
+
+    monkeypatch.setattr(ceiling, "DESIGN", mutant(floored=False))
+    monkeypatch.setattr(ceiling.check_ceiling, "__defaults__",
+                        (ceiling.DESIGN, ceiling.check_ceiling.__defaults__[1]))
+    r = verdict("starvation", all_t=False, starvation_bound=8, **RING)
+    assert r.status == "VIOLATED" and "falls below L_min" in r.reason
+
+
+def test_cli_starvation_revision_3(capsys: pytest.CaptureFixture[str]) -> None:
+    """The refutation through verify-aom: VIOLATED, exit 1, replayed on the reference queue;
+    the text names L_min and the assumption that any UPDATE may be lost."""
+    args = ["--workers", "3", "--clusters", "3", "--capacity", "2", "--horizon", "14",
+            "--property", "starvation", "--no-all-t"]
+    assert main([*args, "--starvation-bound", "7", "--json"]) == 1
+    (res,) = json.loads(capsys.readouterr().out)["results"]
+    assert res["status"] == "VIOLATED" and res["replay"]["reproduced"], res.get("replay")
+    assert "below L_min" in res["reason"]
+    assert main([*args, "--starvation-bound", "8"]) == 0
+    out = capsys.readouterr().out
+    assert "starvation      VERIFIED" in out and "any UPDATE may be lost" in out

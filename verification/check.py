@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
+from verification.ceiling import check_ceiling
 from verification.config import ISOLATION, Deployment, quota_unsupported
 from verification.counting import CountingModel
 from verification.isolation import check_isolation
@@ -123,6 +124,8 @@ def check_property(dep: Deployment, prop: str, timeout_s: float | None = None,
     result.size["aom_cap"] = model.aom_cap
     result.engine = model.ENGINE
     result.assumptions = assumptions(dep, prop)
+    if prop == "starvation" and dep.feedback == 3 and dep.sender != "always":
+        _rests_on_the_ceiling(result)
     if (result.trace is not None and dep.rewards != "merge" and dep.mode == "olaf"
             and not realize_rewards(result.trace)):
         result.status = "UNKNOWN"
@@ -136,6 +139,26 @@ def check_property(dep: Deployment, prop: str, timeout_s: float | None = None,
                       budget if opt.deadline is None else min(budget, opt.deadline))
         result.seconds = time.monotonic() - start
     return result
+
+
+def _rests_on_the_ceiling(result: CheckResult) -> None:
+    """Revision 3's starvation reads the loss ceiling only as ``L_min <= L <= 1`` (a probe
+    at ``L`` is an opportunity): prove that (``ceiling.check_ceiling("bounds")``, for all
+    T and every loss pattern) and say so. A ceiling that breaks it turns a VERIFIED into
+    VIOLATED: a worker whose blocks are lost reaches ``L < L_min`` and probes below it (the
+    ceiling's counterexample step is the reason; a slot-model VIOLATED stays as it is, more
+    decisions fall below ``L_min`` with a lower ceiling, not fewer)."""
+    bounds = check_ceiling("bounds")
+    result.size["ceiling_bounds"] = bounds.status
+    if bounds.status == "VERIFIED":
+        if result.status == "VERIFIED":
+            result.reason += ("; with the loss ceiling L_min <= L <= 1 proved for all T under "
+                              "any loss (verification.ceiling)")
+        return
+    if result.status == "VERIFIED":
+        result.status = "VIOLATED"
+        result.reason = ("the loss ceiling falls below L_min, so a probe at P_s = L is no "
+                         f"send opportunity: {bounds.detail}")
 
 
 ALL_T_ASSUMPTION = ("every slot from an empty queue (for all T: every state reachable after "
@@ -195,8 +218,12 @@ def assumptions(dep: Deployment, prop: str) -> list[str]:
          f"{float(dep.pull_rate):g} (no stalls, no jitter)" if not dep.pull_jitter else
          f"the PS has sent floor((t+1)r) ± {dep.pull_jitter} PULLs by the end of slot t, r = "
          f"{float(dep.pull_rate):g} (jitter; no longer stalls)"),
-        "messages of a slot reach the switch in any order; every ACK returns within its slot; "
-        "no loss or reordering between hosts and switch",
+        ("messages of a slot reach the switch in any order; every ACK returns within its slot; "
+         "any UPDATE may be lost before the switch (a lost UPDATE leaves the queue and the "
+         "worker's feedback as a skip does); no reordering"
+         if prop == "starvation" and dep.feedback == 3 else
+         "messages of a slot reach the switch in any order; every ACK returns within its slot; "
+         "no loss or reordering between hosts and switch"),
         f"queue mode {dep.mode} fixed for the run",
     ]
     out.append(_rewards_assumption(dep, prop))

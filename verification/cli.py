@@ -117,7 +117,9 @@ def build_parser() -> ArgumentParser:
                         f"(default {d.max_skip})")
     c.add_argument("--starvation-bound", type=int,
                    help="starvation: no worker skips more than this many slots in a row while "
-                        "the queue has room (default ceil(feedback-ttl / slot))")
+                        "the queue has room; under --feedback 3: has more than this many "
+                        "decisions in a row that may fall below P_s = L_min "
+                        "(default ceil(feedback-ttl / slot))")
     c.add_argument("--isolation-bound", type=int,
                    help=f"isolation: the victim cluster gets an UPDATE into the queue in every "
                         f"window of this many slots (default {d.isolation_bound})")

@@ -110,7 +110,9 @@ class Deployment:
     with ``P_s >= L_min`` (see ``sending``)."""
     starvation_bound: int | None = None
     """Starvation property: no worker skips more than this many slots in a row while
-    the queue has room. ``None``: the probe gap minus one, ``ceil(ttl / slot_ms)``."""
+    the queue has room (revision 3: no worker has more than this many fresh updates in a
+    row whose decision may fall below ``P_s = L_min``). ``None``: the probe gap minus one,
+    ``ceil(ttl / slot_ms)``."""
     pull_jitter: int = 0
     """The PS's cumulative PULL count by the end of slot t may differ from the nominal
     ``floor((t+1) r)`` by up to this many PULLs (0: exact schedule). Explicit encoding."""
@@ -129,8 +131,9 @@ class Deployment:
     """DESIGN.md §3: the most slots one cluster may hold (one value for every cluster,
     both modes); ``None`` = ``capacity``, the switch default (no limit). Valid 1..capacity.
     In OLAF mode with one block per update a cluster never holds more than one slot, so
-    the quota changes nothing for fairness, responsiveness and starvation; it matters to
-    ``isolation``, whose other clusters send any block."""
+    the quota never refuses an UPDATE of fairness, responsiveness and starvation (under
+    feedback revision 3 it sets the ACK's ``room_c``, which the send rule reads); it
+    matters to ``isolation``, whose other clusters send any block."""
     isolation_bound: int = 1
     """Isolation property: the victim cluster gets an UPDATE into the queue (ENQUEUED,
     MERGED or REPLACED) in every window of this many consecutive slots."""
