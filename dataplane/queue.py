@@ -9,6 +9,10 @@ The queue consumes a decoded ``Batch`` and answers with a ``Batch`` of responses
 by nature (each packet sees the state the previous one left), so the loop runs
 over plain Python ints taken from the batch in one ``tolist()`` per column; the
 values, the wide part, stay in numpy.
+
+Feedback has two revisions (DESIGN.md §3 "Feedback"): revision 3 (the default) gives an
+UPDATE's ACK the share of the queue its own cluster can no longer use, revision 2 the
+global occupancy on every response; ``feedback`` selects it, at build or at run time.
 """
 
 from __future__ import annotations
@@ -30,6 +34,11 @@ from worker_transport.protocol import (
     MsgType,
     Outcome,
 )
+
+FEEDBACK_REVISIONS = (2, 3)
+"""What an ACK's queue_util means (DESIGN.md §3 Feedback): 2 the global occupancy,
+3 the share of the queue the UPDATE's cluster can no longer use."""
+DEFAULT_FEEDBACK = 3
 
 SLOT_FIELDS = (
     "cluster_id",
@@ -91,6 +100,8 @@ class QueueConfig:
     """Slots one cluster may hold at once (DESIGN.md §3 step 4), 1..capacity; None means
     ``capacity`` (no limit), and ``__post_init__`` stores that number, so a
     ``dataclasses.replace`` that changes ``capacity`` must pass ``cluster_quota`` too."""
+    feedback: int = DEFAULT_FEEDBACK
+    """Feedback revision, 2 or 3 (``FEEDBACK_REVISIONS``)."""
 
     def __post_init__(self) -> None:
         if self.cluster_quota is None:
@@ -109,6 +120,19 @@ class QueueConfig:
             if not ok:
                 raise ValueError(message)
         check_cluster_quota(self.cluster_quota, self.capacity)
+        check_feedback(self.feedback)
+
+
+def check_feedback(revision: object) -> int:
+    """``revision`` as a feedback revision (2 or 3), or ValueError with one line."""
+    try:
+        # As cluster_quota: ints and numpy integers, not floats; bool is never a revision.
+        number = -1 if isinstance(revision, bool) else operator.index(revision)  # type: ignore[arg-type]
+    except TypeError:
+        number = -1
+    if number not in FEEDBACK_REVISIONS:
+        raise ValueError(f"feedback must be revision 2 or 3, not {revision!r}")
+    return number
 
 
 def check_cluster_quota(quota: object, capacity: int) -> int:
@@ -149,6 +173,7 @@ class OlafQueue:
         self.threshold = config.threshold
         self.congestion_threshold = config.congestion_threshold
         self._cluster_quota: int = config.cluster_quota  # type: ignore[assignment]  # set by __post_init__
+        self._feedback = config.feedback
         cap = config.capacity
         # One list per slot, fields in SLOT_FIELDS order: a slot is copied or stored in one C call.
         self._meta: list[list[int]] = [[0] * len(SLOT_FIELDS) for _ in range(cap)]
@@ -180,17 +205,44 @@ class OlafQueue:
         # only stops appending until PULLs bring it below the quota.
         self._cluster_quota = check_cluster_quota(quota, self.config.capacity)
 
+    @property
+    def feedback(self) -> int:
+        """Feedback revision (2 or 3) of the ACKs; settable at run time, like ``mode``."""
+        return self._feedback
+
+    @feedback.setter
+    def feedback(self, revision: int) -> None:
+        self._feedback = check_feedback(revision)
+
     # -- feedback ------------------------------------------------------------------
     @property
     def queue_util(self) -> int:
+        """The global occupancy, floor(255 * occupied / capacity): what DATA and EMPTY
+        carry, and what CONGESTED is computed from in both revisions."""
         return 255 * self.occupied // self.config.capacity
 
     @property
     def congested(self) -> bool:
         return self.queue_util >= self.congestion_threshold
 
-    def feedback(self) -> tuple[int, int, int]:
-        """(flags, active_clusters, queue_util) as the next response carries them."""
+    def cluster_util(self, cluster: int) -> int:
+        """What the ACK of an UPDATE of ``cluster`` would carry now (DESIGN.md §3 Feedback)."""
+        if self._feedback == 2:
+            return self.queue_util
+        util = self._room_util(np.array([self.cluster_count[cluster]]), np.array([self.occupied]))
+        return int(util[0])
+
+    def _room_util(self, held: np.ndarray, occupied: np.ndarray) -> np.ndarray:
+        """Revision 3's queue_util of a cluster holding ``held`` slots, ``occupied`` in all."""
+        cap = self.config.capacity
+        new_room = np.maximum(0, np.minimum(cap - occupied, self._cluster_quota - held))
+        # OLAF mode: the cluster's own slots take its next update by merge or replacement;
+        # FIFO mode appends only.
+        room = held + new_room if self.mode == Mode.OLAF else new_room
+        return 255 * (cap - room) // cap
+
+    def feedback_fields(self) -> tuple[int, int, int]:
+        """(flags, active_clusters, queue_util) as the next DATA or EMPTY carries them."""
         util = self.queue_util
         flags = FLAG_CONGESTED if util >= self.congestion_threshold else 0
         return flags, min(self.active_clusters, 255), util
@@ -227,6 +279,8 @@ class OlafQueue:
         codes: list[int] = []
         occupied: list[int] = []
         active: list[int] = []
+        held: list[int] = []  # an UPDATE's cluster's slots after it, -1: global feedback
+        count = self.cluster_count
         popped: list[int] = []  # slot fields of every DATA/EMPTY, flat, SLOT_FIELDS order
         popped_values: list[np.ndarray] = []
         update = MsgType.UPDATE
@@ -234,11 +288,16 @@ class OlafQueue:
         for i, verdict, msg_type in zip(answered.tolist(), verdicts[answered].tolist(),
                                         types[answered].tolist(), strict=True):
             if verdict:
+                # Its cluster_id may be out of range: there is no cluster to speak of (REV3).
                 codes.append(_DROPPED_INVALID)
+                held.append(-1)
             elif msg_type == update:
-                codes.append(self._update(rows[i], values, i))
+                row = rows[i]
+                codes.append(self._update(row, values, i))
+                held.append(count[row[0]])
             else:
                 codes.append(self._pull(popped, popped_values))
+                held.append(-1)
             # Feedback is computed after the operation (DESIGN.md §3).
             occupied.append(self.occupied)
             active.append(self.active_clusters)
@@ -247,7 +306,8 @@ class OlafQueue:
         # DROPPED_INVALID was counted with the other invalid messages by _count.
         for outcome in (_ENQUEUED, _MERGED, _REPLACED, _DROPPED_REWARD, _DROPPED_FULL):
             self.counters.outcomes[outcome] += by_code[outcome]
-        responses = self._responses(batch, answered, code, occupied, active, popped, popped_values)
+        responses = self._responses(batch, answered, code, occupied, active, held, popped,
+                                    popped_values)
         return responses, answered.astype(np.int64), verdicts
 
     def _count(self, types: np.ndarray, verdicts: np.ndarray) -> None:
@@ -269,11 +329,14 @@ class OlafQueue:
         code: np.ndarray,
         occupied: list[int],
         active: list[int],
+        held: list[int],
         popped: list[int],
         popped_values: list[np.ndarray],
     ) -> Batch:
         """ACK: the UPDATE header as received with type, outcome and feedback.
-        DATA: the popped slot's fields and values. EMPTY: slot fields zero."""
+        DATA: the popped slot's fields and values. EMPTY: slot fields zero.
+        ``held[k]`` is the slots of answer ``k``'s cluster after it (-1: not an UPDATE's
+        ACK with a cluster, which carries the global occupancy)."""
         m = len(source)
         # np.take copies records as raw bytes; fancy indexing copies a structured array field by field.
         out = Batch(np.take(batch.headers, source), np.zeros((m, self.config.values), np.int32))
@@ -282,9 +345,15 @@ class OlafQueue:
             return out
         h["msg_type"] = _MSG_TYPE_OF_CODE[code]
         h["outcome"] = _OUTCOME_OF_CODE[code]
-        util = 255 * np.array(occupied, np.int64) // self.config.capacity
-        h["queue_util"] = util
+        occ = np.array(occupied, np.int64)
+        util = 255 * occ // self.config.capacity
+        # CONGESTED and active_clusters stay global in both revisions.
         h["flags"] = np.where(util >= self.congestion_threshold, FLAG_CONGESTED, 0)
+        if self._feedback == 3:
+            own = np.array(held, np.int64)
+            acks = own >= 0
+            util = np.where(acks, self._room_util(np.maximum(own, 0), occ), util)
+        h["queue_util"] = util
         h["active_clusters"] = np.minimum(active, 255)
         h["num_values"] = 0
         answers = np.flatnonzero(code >= _POPPED)

@@ -131,7 +131,8 @@ def test_a_forged_full_ack_silences_a_sender_for_at_most_ttl_plus_one_interval()
 @pytest.mark.timeout(180)
 def test_senders_resume_when_a_restarted_switch_answers_again() -> None:
     port = free_udp_port()
-    listen = ("--listen", f"127.0.0.1:{port}", "--capacity", "4")
+    # Feedback revision 2: one cluster's full queue reads as full (revision 3 says 0).
+    listen = ("--listen", f"127.0.0.1:{port}", "--capacity", "4", "--feedback", "2")
     senders = [Sender(UdpTransport(("127.0.0.1", port)), cluster_id=0, worker_id=w,
                       policy=OlafPolicy(feedback_ttl_ms=TTL_MS), seed=w) for w in range(2)]
     grad = np.ones(6 * 64, np.float32)  # 6 blocks each, 4 slots, no PS: the queue is full

@@ -85,7 +85,8 @@ def test_ack_is_the_update_header_with_outcome_and_feedback() -> None:
     ):
         assert ack[name] == getattr(sent, name), name
     assert ack["outcome"] == Outcome.ENQUEUED
-    assert ack["queue_util"] == 255 * 1 // 4 and ack["active_clusters"] == 1 and ack["flags"] == 0
+    # Revision 3: cluster 2 holds 1 slot and 3 are free, all 4 are its room.
+    assert ack["queue_util"] == 0 and ack["active_clusters"] == 1 and ack["flags"] == 0
 
 
 def test_replace_same_worker_unmerged() -> None:
@@ -185,13 +186,17 @@ def test_empty_pull_changes_nothing() -> None:
     assert (q.read_ptr, q.write_ptr, q.occupied) == (0, 0, 0)
 
 
-def test_feedback_counts_clusters_and_congestion() -> None:
-    q = make(congestion_threshold=191)
+@pytest.mark.parametrize("feedback, utils", [(2, [63, 127, 191, 255]), (3, [0, 63, 63, 191])])
+def test_feedback_counts_clusters_and_congestion(feedback: int, utils: list[int]) -> None:
+    """active_clusters and CONGESTED are global in both revisions; queue_util is the
+    global occupancy in revision 2 and the cluster's lost room in revision 3: cluster 1
+    after its 2nd block holds 2 of 4 slots with 1 free, room 3, 255 * 1 // 4 = 63."""
+    q = make(congestion_threshold=191, feedback=feedback)
     acks = send(
         q, update(1, cluster=0), update(2, cluster=1), update(3, cluster=1, block=1), update(4, cluster=5)
     )
     assert [a["active_clusters"] for a in acks] == [1, 2, 2, 3]
-    assert [a["queue_util"] for a in acks] == [63, 127, 191, 255]
+    assert [a["queue_util"] for a in acks] == utils
     assert [a["flags"] & FLAG_CONGESTED for a in acks] == [0, 0, 1, 1]
     data = send(q, PULL, PULL, PULL, PULL)
     assert [d["active_clusters"] for d in data] == [2, 2, 1, 0]
@@ -279,6 +284,103 @@ def test_lowering_the_quota_below_a_clusters_count_loses_no_slot() -> None:
     assert outcomes(q, update(1, 0), update(1, 1)) == ["ENQUEUED", "ENQUEUED"]
 
 
+# -- feedback revision 3 (DESIGN.md §3 Feedback) ---------------------------------------------
+def room_util(capacity: int, occupied: int, held: int, quota: int, olaf: bool) -> int:
+    """DESIGN.md §3's formula written out once more, apart from the queue's numpy."""
+    new_room = max(0, min(capacity - occupied, quota - held))
+    room = held + new_room if olaf else new_room
+    return 255 * (capacity - room) // capacity
+
+
+@pytest.mark.parametrize("capacity, occupied, held, quota, olaf, want", [
+    (4, 4, 4, 4, True, 0),      # one cluster, queue full of its own blocks: no congestion
+    (4, 4, 4, 4, False, 255),   # FIFO: a full queue is full
+    (4, 2, 1, 4, True, 63),     # room 1 + 2 free = 3
+    (4, 2, 1, 4, False, 127),   # room 2 free
+    (4, 2, 1, 2, True, 127),    # quota 2: room 1 held + 1 new
+    (64, 10, 5, 8, True, 223),  # room 5 + 3 = 8: 255 * 56 // 64
+    (64, 10, 5, 3, False, 255),  # quota below held: no new room in FIFO mode
+    (64, 10, 5, 3, True, 235),  # ... and only its own 5 slots in OLAF mode: 255 * 59 // 64
+])
+def test_revision_3_formula_at_hand_worked_points(capacity: int, occupied: int, held: int,
+                                                  quota: int, olaf: bool, want: int) -> None:
+    assert room_util(capacity, occupied, held, quota, olaf) == want
+    q = make(capacity=capacity, max_clusters=2, mode=Mode.OLAF if olaf else Mode.FIFO)
+    # cluster 0 takes `held` slots, cluster 1 the rest of `occupied`
+    send(q, *(update(1, b) for b in range(held)),
+         *(update(2, b, cluster=1) for b in range(occupied - held)))
+    q.cluster_quota = quota
+    assert (q.occupied, q.cluster_count[0]) == (occupied, held)
+    assert q.cluster_util(0) == want
+    # The ACK of an UPDATE that merges or replaces into cluster 0 (held unchanged) says so.
+    if held and olaf:
+        assert send(q, update(1, 0, seq=77))[0]["queue_util"] == want
+
+
+def test_one_cluster_with_a_full_queue_of_its_own_blocks_gets_queue_util_0() -> None:
+    """The revision's point: a queue full of the cluster's own mergeable blocks is not
+    congestion (revision 2 said 255), and CONGESTED still says the queue is full."""
+    for feedback, want in ((3, 0), (2, 255)):
+        q = make(feedback=feedback)
+        acks = send(q, *(update(1, b) for b in range(4)), update(2, 0), update(1, 3, seq=9))
+        assert [Outcome(a["outcome"]).name for a in acks][-2:] == ["MERGED", "REPLACED"]
+        assert [a["queue_util"] for a in acks[3:]] == [want] * 3
+        assert all(a["flags"] & FLAG_CONGESTED for a in acks[3:])
+        # A new block that does not fit is DROPPED_FULL, and still the cluster's room is
+        # its 4 slots: the next update of the same blocks merges.
+        ack = send(q, update(1, 5))[0]
+        assert ack["outcome"] == Outcome.DROPPED_FULL and ack["queue_util"] == want
+        # DATA and EMPTY carry the global occupancy in both revisions.
+        assert send(q, PULL)[0]["queue_util"] == 255 * 3 // 4
+
+
+def test_two_clusters_one_fills_and_the_others_room_shrinks() -> None:
+    q = make(max_clusters=2)
+    assert send(q, update(1, 0))[0]["queue_util"] == 0  # cluster 0: 1 held + 3 free
+    utils, others = [], []
+    for b in range(3):
+        utils.append(send(q, update(2, b, cluster=1))[0]["queue_util"])
+        others.append(q.cluster_util(0))
+    assert utils == [63, 63, 63]  # cluster 1: held b+1, free 2-b: room 3 throughout
+    assert others == [63, 127, 191]  # cluster 0: 1 held + 2-b free
+    # cluster 0 now sees its 1 slot and nothing free
+    ack = send(q, update(1, 0, seq=5))[0]
+    assert ack["outcome"] == Outcome.REPLACED and ack["queue_util"] == 191
+    assert q.cluster_util(0) == 191 and q.cluster_util(1) == 63
+
+
+def test_quota_lowered_below_held_gives_no_new_room_in_fifo_mode() -> None:
+    q = make(mode=Mode.FIFO)
+    assert [a["queue_util"] for a in send(q, update(1, 0), update(1, 1))] == [63, 127]
+    q.cluster_quota = 1
+    ack = send(q, update(1, 2))[0]
+    assert ack["outcome"] == Outcome.DROPPED_FULL and ack["queue_util"] == 255
+    q.mode = Mode.OLAF  # its own 2 slots are room again in OLAF mode
+    assert q.cluster_util(0) == 127
+
+
+def test_dropped_invalid_carries_the_global_occupancy() -> None:
+    q = make(max_clusters=2)
+    send(q, update(1, 0))
+    ack = send(q, update(2, 0, cluster=7))[0]  # out of range: no cluster to speak of
+    assert ack["outcome"] == Outcome.DROPPED_INVALID and ack["queue_util"] == 63
+
+
+def test_feedback_revision_is_validated_and_settable_at_run_time() -> None:
+    assert QueueConfig().feedback == 3
+    for bad in (1, 4, True, "3", 3.0, None):
+        with pytest.raises(ValueError, match="feedback must be revision 2 or 3"):
+            QueueConfig(feedback=bad)  # type: ignore[arg-type]
+    q = make()
+    send(q, *(update(1, b) for b in range(4)))
+    assert send(q, update(1, 0, seq=3))[0]["queue_util"] == 0
+    q.feedback = 2
+    assert send(q, update(1, 0, seq=4))[0]["queue_util"] == 255
+    with pytest.raises(ValueError, match="revision 2 or 3"):
+        q.feedback = 5
+    assert q.feedback == 2
+
+
 def step_by_step(q: OlafQueue, raws: list[bytes]) -> list:
     return [send(q, r) for r in raws]
 
@@ -298,6 +400,13 @@ def test_invariants_under_random_traffic(quota: int, ops: list) -> None:
     one_batch = send(batch_q, *raws) if raws else []
     singles = [r for step in step_by_step(q, raws) for r in step]
     assert singles == one_batch
+    # Every ACK of a valid UPDATE carries the formula's value of its cluster after it.
+    check = make(capacity=5, threshold=ONE, cluster_quota=quota)
+    for raw in raws:
+        r = send(check, raw)[0]
+        if r["msg_type"] == MsgType.ACK:
+            c = r["cluster_id"]
+            assert r["queue_util"] == room_util(5, check.occupied, check.cluster_count[c], quota, True)
     assert 0 <= q.occupied <= 5
     assert (q.write_ptr - q.read_ptr) % 5 == q.occupied % 5
     assert sum(q.cluster_count) == q.occupied

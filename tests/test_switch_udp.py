@@ -41,7 +41,8 @@ def test_update_ack_pull_data_empty() -> None:
         ack = ask(s, sw.address, update(3, block=7, reward=2.0, seq=42))
         assert ack.msg_type == MsgType.ACK and ack.outcome == Outcome.ENQUEUED
         assert (ack.worker_id, ack.block_id, ack.seq, ack.num_values) == (3, 7, 42, 0)
-        assert ack.queue_util == 63 and ack.active_clusters == 1
+        # Feedback revision 3 (the default): the cluster's 1 slot and the 3 free are its room.
+        assert ack.queue_util == 0 and ack.active_clusters == 1
         data = ask(s, sw.address, PULL)
         assert data.msg_type == MsgType.DATA and data.block_id == 7 and len(data.values) == 64
         assert data.values == [3000 + i for i in range(64)]
@@ -52,7 +53,8 @@ def test_update_ack_pull_data_empty() -> None:
 
 def test_replies_go_to_each_sender_and_feedback_tracks_the_queue() -> None:
     with (
-        running_switch("--listen", "127.0.0.1:0", "--capacity", "4", "--congestion-threshold", "128") as sw,
+        running_switch("--listen", "127.0.0.1:0", "--capacity", "4", "--congestion-threshold", "128",
+                       "--feedback", "2") as sw,
         client() as a,
         client() as b,
     ):
@@ -68,7 +70,8 @@ def test_replies_go_to_each_sender_and_feedback_tracks_the_queue() -> None:
 
 @pytest.mark.parametrize(
     "name", ["11_full_queue", "18_invalid_answered", "19_invalid_silent", "50_random_long",
-             "rtl_pending/24_cluster_quota_reached", "rtl_pending/51_random_quota"]
+             "rtl_pending/24_cluster_quota_reached", "rtl_pending/51_random_quota",
+             "28_feedback3_own_queue_full", "30_feedback3_quota", "53_random_feedback3_quota"]
 )
 def test_vectors_over_udp(name: str) -> None:
     """The process answers a vector file exactly as the reference model does, datagram by datagram."""
@@ -96,6 +99,7 @@ def test_vectors_over_udp(name: str) -> None:
     ]
     if "cluster_quota" in c:
         args += ["--cluster-quota", str(c["cluster_quota"])]
+    args += ["--feedback", str(c.get("feedback", 2))]  # absent: revision 2 (tests/vectors/README.md)
     with running_switch(*args) as sw, client() as s:
         for k, step in enumerate(doc["steps"]):
             s.sendto(bytes.fromhex(step["in"]), sw.address)

@@ -305,7 +305,8 @@ def test_sender_blocks_acks_and_outcomes() -> None:
     assert stats["outcomes"]["ENQUEUED"] == 4 and stats["outcomes"]["REPLACED"] == 6
     assert stats["sent_blocks"] == stats["acked_blocks"] == 10
     assert stats["outstanding_blocks"] == stats["duplicate_acks"] == stats["unexpected_acks"] == 0
-    assert stats["queue_util"] == 255 * 4 // 8 and stats["active_clusters"] == 1
+    # Feedback revision 3: the one cluster's 4 slots and the 4 free ones are all its room.
+    assert stats["queue_util"] == 0 and stats["active_clusters"] == 1
     assert stats["rtt_ms"] is not None and stats["rtt_ms"] >= 0
     log = sender.ack_log
     assert [(a.seq, a.block_id) for a in log] == [(s, b) for s, n in ((0, 3), (1, 3), (2, 4))
@@ -380,7 +381,8 @@ def test_torch_gradients_are_accepted() -> None:
 
 
 def test_feedback_from_a_full_queue_throttles_the_olaf_policy_until_it_expires() -> None:
-    queue, lock = make_switch(capacity=4, values=4, max_blocks=64)
+    # Feedback revision 2: the global occupancy, which one cluster's own blocks fill.
+    queue, lock = make_switch(capacity=4, values=4, max_blocks=64, feedback=2)
     now = [10**12]
     sender = Sender(QueueTransport(queue, lock), cluster_id=0, worker_id=0, values=4,
                     policy=OlafPolicy(alpha=0.2, beta=0.05, feedback_ttl_ms=100), seed=3,

@@ -505,7 +505,7 @@ class QueueBench:
         for verdict in list(Verdict)[1:]:
             got = await self.read_counter(CNT_INVALID + verdict)
             assert got == ref.counters.invalid[verdict], f"invalid counter {verdict.name}"
-        flags, active, util = ref.feedback()
+        flags, active, util = ref.feedback_fields()
         assert int(self.dut.stat_occupied.value) == ref.occupied
         assert int(self.dut.stat_active_clusters.value) == active
         assert int(self.dut.stat_queue_util.value) == util

@@ -70,7 +70,7 @@ async def check_queue_counters(bench: EthBench) -> None:
     assert await bench.read_counter(QUEUE_COUNTERS, SEL_BAD_FRAME) == 0
     assert await bench.read_counter(QUEUE_COUNTERS, SEL_INGRESS_DROP) == 0
     assert await bench.read_counter(QUEUE_COUNTERS, SEL_OCCUPIED) == ref.occupied
-    flags, active, util = ref.feedback()
+    flags, active, util = ref.feedback_fields()
     assert await bench.axil.read_dword(REG_OCCUPIED) == ref.occupied
     assert await bench.axil.read_dword(REG_FEEDBACK) == flags << 16 | active << 8 | util
 

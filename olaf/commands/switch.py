@@ -91,6 +91,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     q.add_argument("--max-blocks", type=ranged(1, 65536), default=1024, help="default 1024")
     q.add_argument("--mode", choices=("olaf", "fifo"), default="olaf",
                    help="olaf: merge/replace/drop by reward; fifo: drop-tail baseline (default olaf)")
+    q.add_argument("--feedback", type=int, choices=(2, 3), default=3,
+                   help="what an UPDATE's ACK says in queue_util: 3, the share of the queue its "
+                        "cluster can no longer use; 2, the global occupancy (DESIGN.md §3 Feedback; "
+                        "default 3)")
     q.add_argument("--threshold", type=float, default=None,
                    help="reward threshold in reward units (default: the largest representable, "
                         "so every compatible update merges until the controller sets one)")
@@ -235,6 +239,7 @@ def run(args: argparse.Namespace) -> int:
             max_blocks=args.max_blocks, frac_bits=args.frac_bits,
             mode=Mode.OLAF if args.mode == "olaf" else Mode.FIFO, threshold=threshold,
             congestion_threshold=args.congestion_threshold, cluster_quota=args.cluster_quota,
+            feedback=args.feedback,
         )
     except ValueError as e:
         return fail(str(e))
