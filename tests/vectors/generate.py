@@ -282,7 +282,75 @@ def scenarios() -> dict[str, tuple[str, dict, list[Step]]]:
          (pull(), "DATA"), (update(1, block=1, cluster=0), "ENQUEUED"), (pull(), "DATA"),
          (pull(), "DATA"), (pull(), "DATA"), (pull(), "DATA"), (pull(), "EMPTY")],
     )
+    # -- feedback revision 3 (DESIGN.md §3 Feedback): "feedback": 3 in the config --
+    f3 = {"feedback": 3, "threshold": t}
+    s["28_feedback3_own_queue_full"] = (
+        "revision 3, one cluster: a queue full of the cluster's own blocks is not congestion; every "
+        "ACK says util 0 (room = its 4 held slots), through merges, a replacement and a DROPPED_FULL "
+        "of a new block, while CONGESTED (global) is set; DATA and EMPTY carry the global occupancy",
+        {"capacity": 4, **f3},
+        [(update(1, block=0), "ENQUEUED"), (update(1, block=1), "ENQUEUED"),
+         (update(1, block=2), "ENQUEUED"), (update(1, block=3), "ENQUEUED"),
+         (update(2, block=0), "MERGED"), (update(1, block=3, seq=2), "REPLACED"),
+         (update(2, block=4), "DROPPED_FULL"), (pull(), "DATA"), (update(2, block=4), "ENQUEUED"),
+         (pull(), "DATA"), (pull(), "DATA"), (pull(), "DATA"), (pull(), "DATA"), (pull(), "EMPTY")],
+    )
+    s["29_feedback3_two_clusters"] = (
+        "revision 3, two clusters: cluster 0 holds 1 slot; as cluster 1 fills the rest, cluster 1's "
+        "room stays 3 (util 63) and cluster 0's shrinks to its own slot (util 191 on its ACK); "
+        "after PULLs cluster 0's room grows back",
+        {"capacity": 4, **f3},
+        [(update(1, block=0), "ENQUEUED"), (update(2, block=0, cluster=1), "ENQUEUED"),
+         (update(1, block=0, seq=2), "REPLACED"), (update(2, block=1, cluster=1), "ENQUEUED"),
+         (update(2, block=2, cluster=1), "ENQUEUED"), (update(1, block=0, seq=3), "REPLACED"),
+         (update(1, block=1), "DROPPED_FULL"), (update(3, block=2, cluster=1), "MERGED"),
+         (pull(), "DATA"), (pull(), "DATA"), (update(1, block=1), "ENQUEUED"),
+         (pull(), "DATA"), (pull(), "DATA"), (pull(), "DATA"), (pull(), "EMPTY")],
+    )
+    s["30_feedback3_quota"] = (
+        "revision 3 with cluster_quota 2 of capacity 4: a cluster's room is its held slots plus "
+        "what its quota still allows (util 127 at the quota, with room in the queue); another "
+        "cluster's room is bounded by the free slots",
+        {"capacity": 4, "cluster_quota": 2, **f3},
+        [(update(1, block=0), "ENQUEUED"), (update(1, block=1), "ENQUEUED"),
+         (update(1, block=2), "DROPPED_FULL"), (update(2, block=1), "MERGED"),
+         (update(3, block=0, cluster=1), "ENQUEUED"), (update(3, block=1, cluster=1), "ENQUEUED"),
+         (update(3, block=2, cluster=1), "DROPPED_FULL"), (pull(), "DATA"),
+         (update(1, block=2), "ENQUEUED"), (pull(), "DATA"), (pull(), "DATA"), (pull(), "DATA"),
+         (pull(), "DATA"), (pull(), "EMPTY")],
+    )
+    s["31_feedback3_fifo"] = (
+        "revision 3 in FIFO mode: a cluster's room is only the new slots it may take (nothing "
+        "merges), so a full queue says 255 to its own cluster too; with quota 2 a cluster at its "
+        "quota gets no new room (util 255 with room in the queue)",
+        {"capacity": 4, "cluster_quota": 2, "mode": "fifo", **f3},
+        [(update(1), "ENQUEUED"), (update(2), "ENQUEUED"), (update(3), "DROPPED_FULL"),
+         (update(4, cluster=1), "ENQUEUED"), (update(5, cluster=1), "ENQUEUED"),
+         (update(6, cluster=2), "DROPPED_FULL"), (pull(), "DATA"), (update(3), "ENQUEUED"),
+         (pull(), "DATA"), (pull(), "DATA"), (pull(), "DATA"), (pull(), "DATA"), (pull(), "EMPTY")],
+    )
+    s["32_feedback3_invalid_global"] = (
+        "revision 3: an ACK answering DROPPED_INVALID (here a cluster_id out of range) carries the "
+        "global occupancy, since there is no cluster to speak of",
+        {"capacity": 4, "max_clusters": 2, **f3},
+        [(update(1, block=0), "ENQUEUED"), (update(2, block=0, cluster=5), "DROPPED_INVALID"),
+         (update(3, block=1, cluster=1), "ENQUEUED"), (update(2, block=7, frac_bits=3), "DROPPED_INVALID"),
+         (pull(), "DATA"), (pull(), "DATA"), (pull(), "EMPTY")],
+    )
     return s
+
+
+RANDOM_FEEDBACK3 = {
+    "52_random_feedback3": ("OLAF mode, no quota, capacity 16", {"capacity": 16}, 3000),
+    "53_random_feedback3_quota": ("OLAF mode, cluster_quota 3 of capacity 8",
+                                  {"capacity": 8, "cluster_quota": 3}, 1500),
+    "54_random_feedback3_fifo": ("FIFO mode, no quota, capacity 16",
+                                 {"capacity": 16, "mode": "fifo"}, 1500),
+    "55_random_feedback3_fifo_quota": ("FIFO mode, cluster_quota 3 of capacity 8",
+                                       {"capacity": 8, "cluster_quota": 3, "mode": "fifo"}, 1500),
+}
+"""Random traffic under feedback revision 3: name -> (what, config, steps). One file per mode
+and quota setting, since a file's config is constant; seeds SEED + 2, + 3, ... in this order."""
 
 
 def random_scenario(seed: int, steps: int) -> list[Step]:
@@ -323,7 +391,9 @@ queue has the quota since issue 28 and fpga/tb (test_rtl_vectors.py, test_eth_ma
 this folder too, with ``config_from_vector`` reading ``cluster_quota``. The files have not
 moved up only because tests/test_vectors_bmv2.py (the quota file check and the
 ``quota_off_by_one`` mutant) and tests/test_switch_udp.py name them by their ``rtl_pending/``
-path: to move them, empty this set, regenerate and change those paths in the same commit."""
+path: to move them, empty this set, regenerate and change those paths in the same commit.
+The feedback revision 3 files (28_.. and 52_..) live in this folder even where they set a
+quota: every target's replay reads both folders."""
 PENDING_DIR = HERE / "rtl_pending"
 
 
@@ -339,8 +409,10 @@ def all_vector_files(directory: Path = HERE) -> list[Path]:
 
 
 def queue_config(config: dict) -> QueueConfig:
-    """A file's config as the reference's QueueConfig; no ``cluster_quota`` means capacity."""
-    return QueueConfig(**{**config, "mode": Mode.OLAF if config["mode"] == "olaf" else Mode.FIFO})
+    """A file's config as the reference's QueueConfig; no ``cluster_quota`` means capacity,
+    no ``feedback`` means revision 2 (every file from before revision 3 has none)."""
+    return QueueConfig(**{**config, "mode": Mode.OLAF if config["mode"] == "olaf" else Mode.FIFO,
+                          "feedback": config.get("feedback", 2)})
 
 
 def describe(message: bytes, response: bytes | None) -> str:
@@ -418,6 +490,14 @@ def build_all() -> dict[str, dict]:
         {"capacity": 8, "cluster_quota": 3, "threshold": fx(1.0)},
         random_scenario(SEED + 1, 3000),
     )
+    for k, (name, (what, overrides, steps)) in enumerate(RANDOM_FEEDBACK3.items()):
+        docs[name] = build(
+            name,
+            f"feedback revision 3, randomized mixed traffic as 50_random_long (seed {SEED + 2 + k}), "
+            f"{what}, threshold 1.0: every ACK of a valid UPDATE carries its cluster's lost room",
+            {**overrides, "threshold": fx(1.0), "feedback": 3},
+            random_scenario(SEED + 2 + k, steps),
+        )
     return docs
 
 
