@@ -370,6 +370,12 @@ def test_an_auto_pool_is_a_workers_value_with_its_worker_seconds(tmp_path: Path,
     table = rows(tmp_path / "out" / "sweep.csv")
     auto = next(r for r in table if r["workers"] == "auto")
     assert float(auto["worker_seconds"]) > 0 and 1 <= float(auto["mean_active_workers"]) <= 4
+    from olaf.commands.sweep import report_modes
+
+    text = report_modes(table, "steps")
+    assert "worker-seconds (mean pool)" in text
+    fixed_row = next(line for line in text.splitlines() if line.startswith("| 10 | 4 | fifo"))
+    assert fixed_row.endswith("(4.0) |")  # a fixed pool: its 4 workers all along
     bad = tmp_path / "bad.toml"
     bad.write_text(text.replace('workers = [4, "auto"]', 'workers = ["many"]'))
     with pytest.raises(ValueError, match="workers"):

@@ -646,13 +646,17 @@ def report_modes(rows: list[dict[str, str]], metric: str) -> str:
     order = list(MODES)
     keys = sorted(groups, key=lambda g: (*_slice_order(g[:2]), _axis_order(g[2]), _axis_order(g[3]),
                                          order.index(g[4]) if g[4] in order else len(order)))
+    # Worker-seconds only where a pool changed size (an auto pool's sweep): a fixed pool's
+    # are its workers times its run's seconds.
+    pools = int(any(r.get("workers") == "auto" for r in rows))
     out: list[str] = []
     for w, k in dict.fromkeys(g[:2] for g in keys):
         out += [f"**{w} workers, {k} cluster{'s' if k != '1' else ''}**: each mode, means over "
                 "the seeds", "",
                 f"{head} mode | reached | median {what} to target | "
-                + " | ".join(name for name, _, _ in MODE_COLUMNS) + " |",
-                "|" + "---|" * (head.count("|") - 1 + 3 + len(MODE_COLUMNS))]
+                + " | ".join(name for name, _, _ in MODE_COLUMNS)
+                + (" | worker-seconds (mean pool)" if pools else "") + " |",
+                "|" + "---|" * (head.count("|") - 1 + 3 + len(MODE_COLUMNS) + pools)]
         for g in (g for g in keys if g[:2] == (w, k)):
             runs = sorted(groups[g], key=lambda r: _num(r["seed"]))
             median = km_median([outcome_of(r, column) for r in runs])
@@ -662,7 +666,8 @@ def report_modes(rows: list[dict[str, str]], metric: str) -> str:
                 figures.append(fmt.format(sum(values) / len(values)) if values else "-")
             place = f"| {g[2]} |" if preset else f"| {g[2]} | {g[3]} |"
             out.append(f"{place} {g[4]} | {sum(r['reached'] == '1' for r in runs)}/{len(runs)} | "
-                       f"{_median(median, metric)} | " + " | ".join(figures) + " |")
+                       f"{_median(median, metric)} | " + " | ".join(figures)
+                       + (f" | {_worker_seconds(runs)}" if pools else "") + " |")
         out.append("")
     return "\n".join(out)
 
@@ -713,6 +718,23 @@ def report_text(sweep: Sweep, args: argparse.Namespace) -> str:
     if args.report == "tally":
         return report_tally(table, args.baseline or "fifo", args.top.split(","), args.metric)
     return report(table, args.baseline or "fifo", args.top, args.metric)
+
+
+def _worker_seconds(runs: list[dict[str, str]]) -> str:
+    """Mean worker-seconds over a cell's runs, and the mean pool: the run's own figures for
+    an auto pool, workers x the run's seconds for a fixed one."""
+    seconds, pool = [], []
+    for r in runs:
+        measured = _num(r.get("worker_seconds", ""))
+        if math.isfinite(measured):
+            seconds.append(measured)
+            pool.append(_num(r.get("mean_active_workers", "")))
+        elif r["workers"] != "auto":
+            seconds.append(int(r["workers"]) * _num(r["wall_time_s"]))
+            pool.append(int(r["workers"]))
+    if not seconds:
+        return "-"
+    return f"{sum(seconds) / len(seconds):,.0f} ({sum(pool) / len(pool):.1f})"
 
 
 def _median(value: float | None, metric: str) -> str:
