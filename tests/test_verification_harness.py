@@ -63,6 +63,9 @@ def fresh_queue(dep: Deployment) -> OlafQueue:
     # setting; before it, every ACK was revision 2's).
     extra = ({"feedback": dep.feedback} if "feedback" in QueueConfig.__dataclass_fields__
              else {})
+    if dep.quota < dep.capacity:
+        # Revision 3's room_c reads the quota (in OLAF mode it never refuses here).
+        extra["cluster_quota"] = dep.quota
     return OlafQueue(QueueConfig(
         capacity=dep.capacity, values=VALUES, max_clusters=dep.clusters, max_blocks=1,
         mode=Mode.OLAF if dep.mode == "olaf" else Mode.FIFO, threshold=INT32_MAX, **extra))

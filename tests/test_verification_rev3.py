@@ -313,3 +313,42 @@ def test_cli_starvation_revision_3(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*args, "--starvation-bound", "8"]) == 0
     out = capsys.readouterr().out
     assert "starvation      VERIFIED" in out and "any UPDATE may be lost" in out
+
+
+# -- the brute force over the reference queue, under revision 3 -----------------------------
+
+NATIVE = "feedback" in QueueConfig.__dataclass_fields__
+needs_native = pytest.mark.skipif(not NATIVE, reason="the reference queue has no feedback "
+                                  "setting yet: its ACKs are revision 2's")
+RING3 = Deployment(workers=2, clusters=2, capacity=1, horizon=6, warmup=2, max_skip=1,
+                   feedback=3)
+"""One slot, two clusters: the holder's ACK says util 0 (its own slot), the refused
+cluster's DROPPED_FULL says 255 (revision 2: both 255)."""
+QUOTA3 = Deployment(workers=2, clusters=2, capacity=4, horizon=5, warmup=2, max_skip=1,
+                    feedback=3, cluster_quota=1)
+"""A quota of one slot of four: a cluster holding it is told util 191 and is throttled."""
+
+
+@needs_native
+@pytest.mark.parametrize(("dep", "engine"), [(RING3, "segments"), (RING3, "explicit"),
+                                             (QUOTA3, "segments")],
+                         ids=["ring3-seg", "ring3-exp", "quota3-seg"])
+def test_reference_behaviours_are_model_behaviours_rev3(dep: Deployment, engine: str) -> None:
+    from tests.test_verification_harness import check_reference_accepted, model_solutions_replay
+
+    check_reference_accepted(dep, engine, runs=4)
+    model_solutions_replay(dep, engine)
+
+
+@needs_native
+@pytest.mark.parametrize(("dep", "prop"), [(RING3, "fairness"), (QUOTA3, "fairness"),
+                                           (QUOTA3, "responsiveness")],
+                         ids=["ring3-fairness", "quota3-fairness", "quota3-responsiveness"])
+def test_tight_bounds_match_brute_force_rev3(dep: Deployment, prop: str) -> None:
+    """The tightest bound the model verifies is the worst case of a breadth-first search
+    over the reference queue (configured with revision 3) and §4 workers, first at the
+    same slot; the refutation just below it replays."""
+    from tests.test_verification_harness import brute_force, pinned_bound
+
+    worst, first = brute_force(dep, prop)
+    pinned_bound(dep, prop, worst, first)
