@@ -352,3 +352,16 @@ def test_tight_bounds_match_brute_force_rev3(dep: Deployment, prop: str) -> None
 
     worst, first = brute_force(dep, prop)
     pinned_bound(dep, prop, worst, first)
+
+
+def test_cli_ceiling(capsys: pytest.CaptureFixture[str]) -> None:
+    """verify-aom --property ceiling: the three proofs, text and JSON; revision 2 refused."""
+    assert main(["--property", "ceiling"]) == 0
+    out = capsys.readouterr().out
+    for prop in CEILING_PROPERTIES:
+        assert f"{prop:<15} VERIFIED  for all T" in out
+    assert main(["--property", "ceiling", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [r["status"] for r in doc["results"]] == ["VERIFIED"] * 3
+    assert main(["--property", "ceiling", "--feedback", "2"]) == 2
+    assert "revision 3's" in capsys.readouterr().err

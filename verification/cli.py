@@ -30,6 +30,8 @@ from verification.config import (
     quota_unsupported,
 )
 
+CEILING = "ceiling"
+"""``verification.ceiling``'s three properties of the loss ceiling (by name only)."""
 EXIT_VERIFIED = 0
 EXIT_VIOLATED = 1
 EXIT_USAGE = 2
@@ -123,11 +125,13 @@ def build_parser() -> ArgumentParser:
     c.add_argument("--isolation-bound", type=int,
                    help=f"isolation: the victim cluster gets an UPDATE into the queue in every "
                         f"window of this many slots (default {d.isolation_bound})")
-    c.add_argument("--property", choices=(*PROPERTIES, ISOLATION, "both", "all"), default=None,
+    c.add_argument("--property", choices=(*PROPERTIES, ISOLATION, CEILING, "both", "all"),
+                   default=None,
                    help="which property to check (default all = the three AoM properties; "
                         "both = fairness and responsiveness; isolation: a cluster that keeps "
                         "sending gets into the queue within --isolation-bound slots whatever "
-                        "the other clusters send)")
+                        "the other clusters send; ceiling: revision 3's loss ceiling under any "
+                        "loss, bounds, backoff and recovery, for all T)")
     c.add_argument("--timeout", type=float, default=None,
                    help=f"seconds per property (default {DEFAULT_TIMEOUT_S:g})")
     c.add_argument("--engine", choices=("auto", "counting", "segments", "explicit"),
@@ -193,8 +197,9 @@ def deployment_from_args(args: argparse.Namespace) -> tuple[Deployment, str, flo
     if isinstance(values.get("feedback_ttl_ms"), str) and values["feedback_ttl_ms"] == "inf":
         values["feedback_ttl_ms"] = float("inf")
     prop = args.property or prop or "all"
-    if prop not in (*PROPERTIES, ISOLATION, "both", "all"):
-        raise ConfigError(f"property must be one of {', '.join(PROPERTIES)}, {ISOLATION}, both "
+    if prop not in (*PROPERTIES, ISOLATION, CEILING, "both", "all"):
+        raise ConfigError(f"property must be one of {', '.join(PROPERTIES)}, {ISOLATION}, "
+                          f"{CEILING}, both "
                           f"or all, got {prop!r}")
     timeout = args.timeout if args.timeout is not None else timeout
     timeout = DEFAULT_TIMEOUT_S if timeout is None else timeout
@@ -202,6 +207,9 @@ def deployment_from_args(args: argparse.Namespace) -> tuple[Deployment, str, flo
         raise ConfigError(f"timeout must be a positive number of seconds, got {timeout!r}")
     dep = Deployment(**values)
     # Refused here, with the one-line error and exit code 2, rather than by the engine.
+    if prop == CEILING and (dep.feedback != 3 or dep.sender == "always"):
+        raise ConfigError("the loss ceiling is revision 3's (--feedback 3) and the §4 sender's "
+                          "(--sender olaf)")
     reason = isolation_unsupported(dep) if prop == ISOLATION else quota_unsupported(dep)
     if reason is not None:
         raise ConfigError(reason)
@@ -238,6 +246,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"verify-aom: error: all-t-timeout must be a positive number of seconds, got "
               f"{args.all_t_timeout:g}", file=sys.stderr)
         return EXIT_USAGE
+    if prop == CEILING:
+        return _ceiling(dep, args.json)
     # z3 is slow to import; argument errors above stay fast.
     from verification.model import Options
     from verification.watchdog import run_bounded
@@ -294,6 +304,25 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(result.trace.table())
             if "replay_summary" in entry:
                 print(f"replay: {entry['replay_summary']}")
+    return code
+
+
+def _ceiling(dep: Deployment, as_json: bool) -> int:
+    """``--property ceiling``: the worker's loss ceiling under any loss (a few hundredths
+    of a second, no child process)."""
+    from verification.ceiling import CEILING_PROPERTIES, check_ceiling
+
+    alpha = Fraction(dep.alpha).limit_denominator(10**6)
+    results = [check_ceiling(p, alpha=alpha) for p in CEILING_PROPERTIES]
+    code = EXIT_VERIFIED if all(r.status == "VERIFIED" for r in results) else EXIT_VIOLATED
+    if as_json:
+        print(json.dumps({"deployment": dep.as_dict(), "exit_code": code, "results": [
+            {"property": f"ceiling.{r.prop}", "status": r.status, "scope": "unbounded",
+             "reason": r.detail, "counterexample_step": r.step} for r in results]}, indent=2))
+        return code
+    print("loss ceiling (DESIGN.md §4 revision 3), one worker under any loss:")
+    for r in results:
+        print(r.line())
     return code
 
 
