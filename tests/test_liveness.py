@@ -25,7 +25,7 @@ import pytest
 
 from tests.switch_process import REPO, olaf_command, running_switch
 from tests.test_transport_e2e import final_line
-from worker_transport.policy import OlafPolicy
+from worker_transport.policy import OlafPolicy, OlafRev2Policy
 from worker_transport.protocol import MsgType, Olaf, Outcome
 from worker_transport.sender import Sender
 from worker_transport.transport import UdpTransport
@@ -133,8 +133,11 @@ def test_senders_resume_when_a_restarted_switch_answers_again() -> None:
     port = free_udp_port()
     # Feedback revision 2: one cluster's full queue reads as full (revision 3 says 0).
     listen = ("--listen", f"127.0.0.1:{port}", "--capacity", "4", "--feedback", "2")
+    # Revision 2 probes at P_s = 1, so the first update after the outage goes out; revision
+    # 3 probes at its loss ceiling, which the outage drove to L_min (tests/test_policy.py
+    # checks that it is never silenced).
     senders = [Sender(UdpTransport(("127.0.0.1", port)), cluster_id=0, worker_id=w,
-                      policy=OlafPolicy(feedback_ttl_ms=TTL_MS), seed=w) for w in range(2)]
+                      policy=OlafRev2Policy(feedback_ttl_ms=TTL_MS), seed=w) for w in range(2)]
     grad = np.ones(6 * 64, np.float32)  # 6 blocks each, 4 slots, no PS: the queue is full
     try:
         with running_switch(*listen):

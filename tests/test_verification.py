@@ -17,7 +17,7 @@ from verification.model import Options
 from verification.replay import replay
 from verification.sending import forced, forced_window, probability, probe_gap
 from verification.solving import CheckResult
-from worker_transport.policy import Feedback, OlafPolicy
+from worker_transport.policy import Feedback, OlafPolicy, OlafRev2Policy
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -161,18 +161,25 @@ def test_contributor_bits_alias_beyond_32_workers_per_cluster() -> None:
 
 
 def test_send_rule_matches_the_worker_implementation() -> None:
-    """The model's DESIGN.md §4 rule gives the same P_s as worker_transport's OlafPolicy
-    (free share, N = max(active, 1), expiry after feedback_ttl with a probe)."""
-    dep = Deployment(workers=4, clusters=4, capacity=4, horizon=20)
-    policy = OlafPolicy(alpha=dep.alpha, beta=dep.beta, feedback_ttl_ms=dep.feedback_ttl_ms)
-    assert policy.probability(None, 0) == probability(dep, None, 0, 0.0) == 1.0
-    for util in (0, 1, 63, 127, 191, 254, 255):
-        for active in (0, 1, 2, 4, 255):
-            for delta_us in (0, 1, 5_000, 10_000, 99_999, 100_000, 100_001, 250_000):
-                fb = Feedback(util, active, False, 1_000_000)
-                want = policy.probability(fb, 1_000_000 + delta_us)
-                got = probability(dep, util, active, delta_us / 1000)
-                assert got == pytest.approx(want, abs=1e-12), (util, active, delta_us)
+    """The model's DESIGN.md §4 rule gives the same P_s as worker_transport's policy of the
+    same revision: revision 2 OlafRev2Policy (free share / N), revision 3 OlafPolicy
+    (N * free share, capped by the ceiling L) at L = 1 and at L = 0.05; N = max(active,
+    1), expiry after feedback_ttl with a probe (at 1, at L)."""
+    for revision, make in ((2, OlafRev2Policy), (3, OlafPolicy)):
+        dep = Deployment(workers=4, clusters=4, capacity=4, horizon=20, feedback=revision)
+        ceilings = (1.0, 0.05) if revision == 3 else (1.0,)
+        for ceiling in ceilings:
+            policy = make(alpha=dep.alpha, beta=dep.beta, feedback_ttl_ms=dep.feedback_ttl_ms)
+            while ceiling < 1.0 and policy.ceiling > ceiling:  # type: ignore[union-attr]
+                policy.settle(10, 0)  # type: ignore[union-attr]
+            assert policy.probability(None, 0) == probability(dep, None, 0, 0.0, ceiling) == ceiling
+            for util in (0, 1, 63, 127, 191, 254, 255):
+                for active in (0, 1, 2, 4, 255):
+                    for delta_us in (0, 1, 5_000, 10_000, 99_999, 100_000, 100_001, 250_000):
+                        fb = Feedback(util, active, False, 1_000_000)
+                        want = policy.probability(fb, 1_000_000 + delta_us)
+                        got = probability(dep, util, active, delta_us / 1000, ceiling)
+                        assert got == pytest.approx(want, abs=1e-12), (revision, util, active, delta_us)
 
 
 def test_forced_sends_follow_the_send_rule() -> None:

@@ -19,6 +19,12 @@ Figures that show the policy acting: ``sent_updates``, ``skipped_updates``,
 of the latest draw and the sum of all draws (``p_s_sum``; the mean over an interval is
 the difference of two sums over the difference of ``updates``), and ``silent_s``: for
 how long updates have gone out without any ACK coming back (0 while answers arrive).
+
+An update's answers are *due* when all its ACKs came or ``feedback_ttl`` (the policy's, or
+DESIGN.md §4's default) has passed since it went out; ``due_blocks`` and
+``answered_due_blocks`` count the blocks of the updates then due and of those the ones
+answered (their ratio over an interval is the answered share), and a policy with
+``settle`` (revision 3's loss ceiling) hears each update's figures then.
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ import numpy as np
 from worker_transport.aom import wall_clock_us
 from worker_transport.codec import encode_array, packet_dtype, stamp_update, update_batch
 from worker_transport.fixedpoint import num_blocks, split_blocks, to_fixed
-from worker_transport.policy import Feedback, OlafPolicy, SendPolicy
+from worker_transport.policy import DEFAULT_FEEDBACK_TTL_MS, Feedback, OlafPolicy, SendPolicy
 from worker_transport.protocol import (
     DEFAULT_FRAC_BITS,
     FLAG_CONGESTED,
@@ -60,6 +66,8 @@ class _Pending:
     acks: np.ndarray
     """ACKs seen per block."""
     remaining: int
+    settled: bool = False
+    """Its answers were due and have been counted (``answered_share``, the policy's ``settle``)."""
 
 
 @dataclass(frozen=True)
@@ -114,6 +122,8 @@ class Sender:
         self.values = values
         self.frac_bits = frac_bits
         self.policy: SendPolicy = policy if policy is not None else OlafPolicy()
+        self._settle = getattr(self.policy, "settle", None)
+        self._due_us = float(getattr(self.policy, "feedback_ttl_ms", DEFAULT_FEEDBACK_TTL_MS)) * 1000.0
         self.rng = np.random.default_rng(seed)
         # A drop-tail queue that is full admits the first blocks of each burst: sending
         # them in a fresh random order per update spreads the losses over all blocks.
@@ -129,7 +139,8 @@ class Sender:
         self._outcomes = np.zeros(len(Outcome), np.int64)
         self._counts = dict.fromkeys(
             ("sent_updates", "skipped_updates", "probe_updates", "sent_blocks", "acked_blocks",
-             "lost_blocks", "duplicate_acks", "unexpected_acks", "foreign_packets"), 0)
+             "lost_blocks", "duplicate_acks", "unexpected_acks", "foreign_packets",
+             "due_blocks", "answered_due_blocks"), 0)
         self.last_p_s = 1.0
         self._p_s_sum = 0.0
         self._waiting_since: int | None = None
@@ -297,13 +308,33 @@ class Sender:
                 for b, o in zip(blocks.tolist(), outcomes.tolist(), strict=True)
             )
         if entry.remaining == 0:
+            if not entry.settled:
+                self._settle_entry(entry)
             del self._pending[seq]
+
+    def _settle_entry(self, entry: _Pending) -> None:
+        """The answers of ``entry`` are due: count them once, and tell the policy."""
+        entry.settled = True
+        sent = len(entry.acks)
+        answered = sent - entry.remaining
+        self._counts["due_blocks"] += sent
+        self._counts["answered_due_blocks"] += answered
+        if self._settle is not None:
+            self._settle(sent, answered)
 
     def _expire(self, now: int) -> None:
         with self._lock:
             if not self._pending:
                 return
-            old = [s for s, e in self._pending.items() if now - e.sent_us > self.ack_timeout_us]
+            old = []
+            for seq, e in self._pending.items():
+                age = now - e.sent_us
+                if not e.settled and age > self._due_us:
+                    self._settle_entry(e)
+                if age > self.ack_timeout_us:
+                    if not e.settled:  # an ack_timeout below feedback_ttl: due now too
+                        self._settle_entry(e)
+                    old.append(seq)
             for seq in old:
                 self._counts["lost_blocks"] += self._pending.pop(seq).remaining
 
@@ -348,6 +379,11 @@ class Sender:
         out["p_s_last"] = self.last_p_s
         out["p_s_sum"] = self._p_s_sum
         out["p_s_mean"] = self._p_s_sum / out["updates"] if out["updates"] else None
+        # Revision 3's loss ceiling L and the answered share a of the last update due
+        # (None for a policy without them).
+        ceiling = getattr(self.policy, "ceiling", None)
+        out["loss_ceiling"] = None if ceiling is None else float(ceiling)
+        out["answered_share"] = getattr(self.policy, "answered_share", None)
         out["answered"] = fb is not None
         out["silent_s"] = silent / 1e6
         out["rtt_ms"] = None if rtt is None else rtt / 1000.0

@@ -12,7 +12,13 @@ from collections.abc import Callable
 import numpy as np
 
 from olaf.shutdown import stop_on_signals
-from worker_transport.policy import DEFAULT_ALPHA, DEFAULT_BETA, DEFAULT_FEEDBACK_TTL_MS, make_policy
+from worker_transport.policy import (
+    DEFAULT_ALPHA,
+    DEFAULT_BETA,
+    DEFAULT_FEEDBACK_TTL_MS,
+    POLICY_NAMES,
+    make_policy,
+)
 
 HELP = "send synthetic gradient updates of a given size at a given rate (UDP or raw Ethernet)"
 
@@ -75,8 +81,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="standard deviation of the synthetic gradient values (default 0.01)")
     w.add_argument("--seed", type=int, default=None, help="seed of gradients, rewards and P_s draws")
     p = parser.add_argument_group("transmission control (DESIGN.md §4)")
-    p.add_argument("--policy", choices=("olaf", "always"), default="olaf",
-                   help="olaf: P_s from ACK feedback; always: the baseline (default olaf)")
+    p.add_argument("--policy", choices=POLICY_NAMES, default="olaf",
+                   help="olaf: P_s from ACK feedback with the loss ceiling (revision 3); olaf-rev2: "
+                        "revision 2, the paper's form; always: the baseline (default olaf)")
     p.add_argument("--alpha", type=float, default=DEFAULT_ALPHA, help=f"default {DEFAULT_ALPHA}")
     p.add_argument("--beta", type=float, default=DEFAULT_BETA,
                    help=f"per millisecond (default {DEFAULT_BETA})")
@@ -151,6 +158,11 @@ def stats_line(stats: dict, elapsed: float, worker_id: int, p_s_mean: float | No
     util = "-" if stats["queue_util"] is None else str(stats["queue_util"])
     mean = "-" if p_s_mean is None else f"{p_s_mean:.3f}"
     silent = f" silent={stats['silent_s']:.1f}s" if stats["silent_s"] >= 1.0 else ""
+    # Revision 3's loss ceiling L and the answered share of the last update due.
+    ceiling = ""
+    if stats.get("loss_ceiling") is not None:
+        share = stats.get("answered_share")
+        ceiling = f" L={stats['loss_ceiling']:.3f} answered={'-' if share is None else f'{share:.2f}'}"
     return (
         f"worker {worker_id} t={elapsed:.1f}s updates={stats['updates']} "
         f"sent={stats['sent_updates']} skipped={stats['skipped_updates']} "
@@ -159,7 +171,7 @@ def stats_line(stats: dict, elapsed: float, worker_id: int, p_s_mean: float | No
         f"enq={o['ENQUEUED']} merged={o['MERGED']} replaced={o['REPLACED']} "
         f"drop_reward={o['DROPPED_REWARD']} drop_full={o['DROPPED_FULL']} "
         f"invalid={o['DROPPED_INVALID']} p_s={stats['p_s']:.3f} p_s_mean={mean} srtt={rtt} "
-        f"util={util}{silent}"
+        f"util={util}{ceiling}{silent}"
     )
 
 
