@@ -48,7 +48,7 @@ from control_plane.threshold import (  # noqa: F401 - ThresholdLoop & co. are al
 from control_plane.topology import Topology
 from dataplane.acl import AclRule, parse_prefix
 from dataplane.forwarding import Route  # Route is also imported from here (olaf ctl)
-from dataplane.queue import check_cluster_quota
+from dataplane.queue import check_cluster_quota, check_feedback
 from worker_transport.protocol import INT32_MAX, Mode
 
 PROB_ONE = 1 << 16
@@ -70,6 +70,8 @@ class QueueSettings:
     max_blocks: int
     cluster_quota: int
     """Slots one cluster may hold (DESIGN.md §3 step 4); ``capacity`` means no limit."""
+    feedback: int = 3
+    """Feedback revision of the ACKs, 2 or 3 (DESIGN.md §3 Feedback)."""
 
     @property
     def reward_threshold(self) -> float:
@@ -196,18 +198,19 @@ class Controller(Readings):
         action = entries[0].action
         values = {name: int.from_bytes(action[name].value, "big")
                   for name in ("mode", "threshold", "congestion_threshold", "frac_bits", "capacity",
-                               "max_clusters", "max_blocks", "cluster_quota")}
+                               "max_clusters", "max_blocks", "cluster_quota", "feedback")}
         return QueueSettings(Mode(values.pop("mode")), **values)
 
     def configure(self, mode: Mode | str | None = None, threshold: int | None = None,
                   congestion_threshold: int | None = None, cluster_quota: int | None = None,
-                  **dimensions: int) -> QueueSettings:
+                  feedback: int | None = None, **dimensions: int) -> QueueSettings:
         """Change the queue settings (read, change, write back the default action).
 
         ``threshold`` is raw fixed point; ``set_reward_threshold`` takes reward units.
         ``cluster_quota`` must be 1..capacity (the target's, after ``dimensions``): any
         other value raises ValueError before anything is written, on every target, since
-        a P4 program takes whatever the table holds.
+        a P4 program takes whatever the table holds. ``feedback`` must be 2 or 3, checked
+        the same way.
         ``dimensions`` (capacity, max_clusters, max_blocks, frac_bits) are for targets
         whose P4 program reads them from the table (bmv2); the software switch fixes them
         at start and refuses a change.
@@ -230,6 +233,8 @@ class Controller(Readings):
             elif new["cluster_quota"] > new["capacity"]:
                 # A smaller capacity (bmv2's dimensions) takes "no limit" along with it.
                 new["cluster_quota"] = new["capacity"]
+            if feedback is not None:
+                new["feedback"] = check_feedback(feedback)
             te = sh.TableEntry(CONFIG_TABLE)(is_default=True, action=SET_CONFIG)
             for name, value in new.items():
                 te.action[name] = str(int(value))
@@ -245,6 +250,11 @@ class Controller(Readings):
         cluster's current count takes no slot away: that cluster's new blocks are
         DROPPED_FULL until PULLs bring it below the quota."""
         return self.configure(cluster_quota=quota)
+
+    def set_feedback(self, revision: int) -> QueueSettings:
+        """Make the target's ACKs follow feedback revision ``revision`` (2 or 3, DESIGN.md §3
+        Feedback); one write of the default action, applied between packets like the quota."""
+        return self.configure(feedback=revision)
 
     def set_reward_threshold(self, threshold: float) -> int:
         """Set the reward threshold in reward units; returns the raw value written."""

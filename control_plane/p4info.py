@@ -67,9 +67,11 @@ CONFIG_PARAMS = {
     "max_clusters": 16,
     "max_blocks": 16,
     "cluster_quota": 16,
+    "feedback": 8,
 }
 """``set_config`` parameters and their widths; ``threshold`` is raw fixed point, >= 0;
-``cluster_quota`` is 1..capacity (DESIGN.md §3 step 4; capacity means no limit)."""
+``cluster_quota`` is 1..capacity (DESIGN.md §3 step 4; capacity means no limit);
+``feedback`` the feedback revision, 2 or 3 (DESIGN.md §3 Feedback)."""
 
 ACTION_PARAMS: dict[str, dict[str, int]] = {
     SET_CONFIG: CONFIG_PARAMS,

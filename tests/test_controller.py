@@ -320,6 +320,25 @@ def test_cluster_quota_set_over_p4runtime_and_bad_values_refused(target: Target,
     target.drain()
 
 
+def test_feedback_revision_set_over_p4runtime_and_bad_values_refused(target: Target,
+                                                                      ctl: Controller) -> None:
+    """The same Controller call picks the feedback revision on every target (DESIGN.md §3
+    Feedback): under 3 one cluster's ACK says its room (0 with a nearly empty queue),
+    under 2 the global occupancy; 1 and 4 raise before anything is written."""
+    assert ctl.settings().feedback == 3  # QueueConfig()'s and the P4 program's default
+    assert target.ask(update(1, block=0))[0].queue_util == 0
+    settings = ctl.set_feedback(2)
+    assert settings.feedback == 2 and ctl.settings() == settings
+    assert target.ask(update(1, block=1))[0].queue_util == 255 * 2 // 64
+    for bad in (1, 4, 0):
+        with pytest.raises(ValueError, match="feedback must be revision 2 or 3"):
+            ctl.configure(mode="fifo", feedback=bad)  # nothing of this write happens
+    assert ctl.settings() == settings
+    assert ctl.set_feedback(3).feedback == 3
+    assert target.ask(update(1, block=2))[0].queue_util == 0
+    target.drain()
+
+
 def test_source_checks_set_over_p4runtime_refuse_and_count(target: Target, ctl: Controller) -> None:
     """The same Controller calls close a cluster and the PULLs on every target: this host
     (127.0.0.1 or the bmv2 namespace's address) is outside the prefixes, so it is refused
@@ -505,6 +524,13 @@ def test_cli_sets_and_shows(capsys: pytest.CaptureFixture, elections: Target) ->
     assert "cluster_quota must be an integer 1..capacity (64), not 65" in err
     code, out, err = ctl_cli(capsys, target, "--election-id", "5,0", "--json", "set", "--cluster-quota", "64")
     assert code == 0 and json.loads(out)["settings"]["cluster_quota"] == 64
+    code, out, err = ctl_cli(capsys, target, "--election-id", "5,0", "--json", "set", "--feedback", "2")
+    assert code == 0 and json.loads(out)["settings"]["feedback"] == 2, err
+    with pytest.raises(SystemExit) as e:  # argparse: choices 2 and 3, exit 2
+        ctl_cli(capsys, target, "--election-id", "5,0", "set", "--feedback", "5")
+    assert e.value.code == 2
+    code, out, err = ctl_cli(capsys, target, "--election-id", "5,0", "--json", "set", "--feedback", "3")
+    assert code == 0 and json.loads(out)["settings"]["feedback"] == 3
     code, out, err = ctl_cli(capsys, target, "set", "--mode", "olaf")  # default election id 0,1 < 5,0
     assert code == 1 and "PERMISSION_DENIED" in err and "5,0" in err
     code, out, err = ctl_cli(capsys, target, "counters")

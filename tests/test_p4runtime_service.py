@@ -223,7 +223,7 @@ def test_commit_clears_forwarding_state_reconcile_keeps_it(shell) -> None:
     route_entry("10.0.1.1/32", 1).insert()
     cfg = sh.TableEntry(CONFIG_TABLE)(is_default=True, action="OlafIngress.set_config")
     cfg.action.set(mode="1", threshold="5", congestion_threshold="7", frac_bits="16", capacity="64",
-                   max_clusters="16", max_blocks="1024", cluster_quota="64")
+                   max_clusters="16", max_blocks="1024", cluster_quota="64", feedback="3")
     cfg.modify()
     req = p4runtime_pb2.SetForwardingPipelineConfigRequest(device_id=1)
     req.election_id.high = 1
@@ -402,7 +402,7 @@ def test_config_default_action_sets_the_queue_and_refuses_fixed_dimensions(shell
     q = switch.queue
     cfg = sh.TableEntry(CONFIG_TABLE)(is_default=True, action="OlafIngress.set_config")
     cfg.action.set(mode="1", threshold=str(3 << 16), congestion_threshold="10", frac_bits="16",
-                   capacity="64", max_clusters="16", max_blocks="1024", cluster_quota="64")
+                   capacity="64", max_clusters="16", max_blocks="1024", cluster_quota="64", feedback="3")
     cfg.modify()
     assert (q.mode, q.threshold, q.congestion_threshold) == (Mode.FIFO, 3 << 16, 10)
     (read,) = sh.TableEntry(CONFIG_TABLE)(is_default=True).read()
@@ -412,7 +412,7 @@ def test_config_default_action_sets_the_queue_and_refuses_fixed_dimensions(shell
                                ("threshold", str(1 << 31), "never negative")):
         bad = sh.TableEntry(CONFIG_TABLE)(is_default=True, action="OlafIngress.set_config")
         bad.action.set(mode="0", threshold="1", congestion_threshold="10", frac_bits="16", capacity="64",
-                       max_clusters="16", max_blocks="1024", cluster_quota="64")
+                       max_clusters="16", max_blocks="1024", cluster_quota="64", feedback="3")
         bad.action[name] = value
         with pytest.raises(P4RuntimeWriteException) as e:
             bad.modify()
@@ -436,7 +436,7 @@ def test_config_write_changes_the_next_packets_outcome(shell) -> None:
     outcomes(pull())
     cfg = sh.TableEntry(CONFIG_TABLE)(is_default=True, action="OlafIngress.set_config")
     cfg.action.set(mode="1", threshold=str(INT32_MAX), congestion_threshold="192", frac_bits="16",
-                   capacity="64", max_clusters="16", max_blocks="1024", cluster_quota="64")
+                   capacity="64", max_clusters="16", max_blocks="1024", cluster_quota="64", feedback="3")
     cfg.modify()
     assert outcomes(update(1), update(2)) == [Outcome.ENQUEUED, Outcome.ENQUEUED]
 
@@ -444,7 +444,8 @@ def test_config_write_changes_the_next_packets_outcome(shell) -> None:
 def _config_entry(**params: int) -> sh.TableEntry:
     """olaf_config's default entry with QueueConfig()'s settings, changed by ``params``."""
     values = {"mode": 0, "threshold": INT32_MAX, "congestion_threshold": 192, "frac_bits": 16,
-              "capacity": 64, "max_clusters": 16, "max_blocks": 1024, "cluster_quota": 64, **params}
+              "capacity": 64, "max_clusters": 16, "max_blocks": 1024, "cluster_quota": 64, "feedback": 3,
+              **params}
     te = sh.TableEntry(CONFIG_TABLE)(is_default=True, action="OlafIngress.set_config")
     te.action.set(**{k: str(v) for k, v in values.items()})
     return te
@@ -479,6 +480,36 @@ def test_cluster_quota_is_set_read_back_and_refused_out_of_range(shell) -> None:
     sh.TableEntry(CONFIG_TABLE)(is_default=True).modify()  # no action: the startup config
     assert q.cluster_quota == 64
     assert outcomes(update(1, block=2)) == ["ENQUEUED"]
+
+
+def test_feedback_revision_is_set_read_back_and_refused_out_of_range(shell) -> None:
+    """DESIGN.md §3 Feedback over P4Runtime: 2 or 3 applies to the next ACKs and reads
+    back; anything else is INVALID_ARGUMENT and changes nothing of the write; no action
+    returns to the startup revision."""
+    switch, _ = shell
+    q = switch.queue
+    assert q.feedback == 3
+    (read,) = sh.TableEntry(CONFIG_TABLE)(is_default=True).read()
+    assert read.action["feedback"].value == encode_uint(3, 8)
+
+    def util(*messages: bytes) -> list[int]:
+        responses, _, _ = switch.pipeline.handle(list(messages))
+        return [Olaf(r).queue_util for r in responses]
+
+    # One cluster, capacity 64: its 1 slot and the 63 free are its room under revision 3.
+    assert util(update(1, block=0)) == [0]
+    _config_entry(feedback=2).modify()
+    assert q.feedback == 2 and util(update(1, block=1)) == [255 * 2 // 64]
+    (read,) = sh.TableEntry(CONFIG_TABLE)(is_default=True).read()
+    assert read.action["feedback"].value == encode_uint(2, 8)
+    for bad in (0, 1, 4, 255):
+        with pytest.raises(P4RuntimeWriteException) as e:
+            _config_entry(feedback=bad, mode=1).modify()
+        code, message = write_errors(e)[0]
+        assert code == "INVALID_ARGUMENT" and "feedback must be revision 2 or 3" in message
+        assert (q.feedback, q.mode) == (2, Mode.OLAF)
+    sh.TableEntry(CONFIG_TABLE)(is_default=True).modify()  # no action: the startup config
+    assert q.feedback == 3
 
 
 def test_switch_started_with_a_quota_keeps_it_as_its_startup_config() -> None:

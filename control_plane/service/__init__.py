@@ -8,7 +8,8 @@ pushes) on top of a running switch:
 ==============================  ==============================================
 P4Runtime object                software switch state
 ==============================  ==============================================
-``olaf_config`` default entry   ``queue.mode``, ``.threshold``, ``.congestion_threshold``, ``.cluster_quota``
+``olaf_config`` default entry   ``queue.mode``, ``.threshold``, ``.congestion_threshold``, ``.cluster_quota``,
+                                ``.feedback``
 ``ipv4_lpm`` entries            ``switch.table`` (``ForwardingTable``)
 ``drop_sim`` entries / default  ``switch.impairment.drop_prob[port]`` / ``[None]``
 ``update_source``/``pull_source``  ``pipeline.acl`` (``SourceAcl``): rules and defaults

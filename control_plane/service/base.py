@@ -68,7 +68,7 @@ class ServiceState:
         self._config: p4runtime_pb2.ForwardingPipelineConfig | None = None
         self._saved = False
         q = switch.pipeline.queue
-        self._startup = (q.mode, q.threshold, q.congestion_threshold, q.cluster_quota)
+        self._startup = (q.mode, q.threshold, q.congestion_threshold, q.cluster_quota, q.feedback)
         # What `olaf switch --cluster-source/--ps-source` closed stays closed when a controller
         # pushes a pipeline: a fresh pipeline starts from these, not from empty (open) tables.
         self._startup_acl = switch.pipeline.acl.tables()

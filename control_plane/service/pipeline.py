@@ -68,7 +68,7 @@ class ForwardingPipelineRpcs(ServiceState):
                 sw.table.delete(prefix)
             sw.impairment.drop_prob = {}
             q = self.pipeline.queue
-            q.mode, q.threshold, q.congestion_threshold, q.cluster_quota = self._startup
+            q.mode, q.threshold, q.congestion_threshold, q.cluster_quota, q.feedback = self._startup
             (updates, update_default), (pulls, pull_default) = (
                 self._startup_acl["update_source"], self._startup_acl["pull_source"])
             self.pipeline.acl.configure(updates, pulls, update_default_permit=update_default,

@@ -139,10 +139,11 @@ class ReadRpc(ServiceState):
             cfg = q.config
             with self.pipeline.lock:
                 mode, threshold, congestion = int(q.mode), q.threshold, q.congestion_threshold
-                quota = q.cluster_quota
+                quota, feedback = q.cluster_quota, q.feedback
             set_action(schema, entry, SET_CONFIG, mode=mode, threshold=threshold,
                        congestion_threshold=congestion, frac_bits=cfg.frac_bits, capacity=cfg.capacity,
-                       max_clusters=cfg.max_clusters, max_blocks=cfg.max_blocks, cluster_quota=quota)
+                       max_clusters=cfg.max_clusters, max_blocks=cfg.max_blocks, cluster_quota=quota,
+                       feedback=feedback)
         elif name == DROP_SIM_TABLE and None in self.switch.impairment.drop_prob:
             prob = self.switch.impairment.drop_prob[None]
             set_action(schema, entry, SET_DROP_PROB, prob=min(round(prob * PROB_ONE), PROB_ONE - 1))

@@ -24,7 +24,7 @@ from control_plane.service.base import ACL_TABLES, PROB_ONE, ServiceState, known
 from control_plane.service.entities import Action, Key, action_of, counter_array, index_of, key_of
 from control_plane.service.errors import BatchFailed, Code, P4RuntimeError, unary
 from dataplane.acl import AclRule
-from dataplane.queue import check_cluster_quota
+from dataplane.queue import check_cluster_quota, check_feedback
 from worker_transport.protocol import INT32_MAX, Mode
 
 Update = p4runtime_pb2.Update
@@ -140,7 +140,7 @@ class WriteRpc(ServiceState):
         q = self.pipeline.queue
         if action is None:
             with self.pipeline.lock:
-                q.mode, q.threshold, q.congestion_threshold, q.cluster_quota = self._startup
+                q.mode, q.threshold, q.congestion_threshold, q.cluster_quota, q.feedback = self._startup
             return
         p = action.params
         cfg = q.config
@@ -161,6 +161,10 @@ class WriteRpc(ServiceState):
             quota = check_cluster_quota(p["cluster_quota"], cfg.capacity)
         except ValueError as e:
             raise P4RuntimeError(Code.INVALID_ARGUMENT, str(e)) from None
+        try:
+            feedback = check_feedback(p["feedback"])
+        except ValueError as e:
+            raise P4RuntimeError(Code.INVALID_ARGUMENT, str(e)) from None
         # Every check is above: a refused write changes nothing. Under the pipeline lock,
         # which the switch holds for a whole batch, the settings change between batches,
         # never inside one, so every UPDATE sees one quota and the counts stay exact.
@@ -169,6 +173,7 @@ class WriteRpc(ServiceState):
             q.threshold = p["threshold"]
             q.congestion_threshold = p["congestion_threshold"]
             q.cluster_quota = quota
+            q.feedback = feedback
 
     def _write_route(self, kind: int, key: Key, action: Action | None) -> None:
         _, addr, plen = key[0]

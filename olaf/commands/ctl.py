@@ -151,7 +151,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     routes.add_argument("--delete", type=_prefix, action="append", default=[], metavar="PREFIX")
     _topology_args(routes)
 
-    s = sub.add_parser("set", help="set mode, thresholds, the cluster quota and drop probabilities")
+    s = sub.add_parser("set", help="set mode, thresholds, the cluster quota, the feedback revision "
+                       "and drop probabilities")
     s.add_argument("--mode", choices=("olaf", "fifo"))
     thr = s.add_mutually_exclusive_group()
     thr.add_argument("--threshold", type=_finite(0.0), metavar="R", help="reward threshold in reward units")
@@ -161,6 +162,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     # (Controller.configure) before anything is written.
     s.add_argument("--cluster-quota", type=ranged(1, 65535), metavar="N",
                    help="slots one cluster may hold, 1..capacity (capacity: no limit; DESIGN.md §3)")
+    s.add_argument("--feedback", type=int, choices=(2, 3),
+                   help="what an UPDATE's ACK says in queue_util: 3, the share of the queue its "
+                        "cluster can no longer use; 2, the global occupancy (DESIGN.md §3 Feedback)")
     s.add_argument("--drop-prob", type=_port_prob, action="append", default=[], metavar="[PORT:]P",
                    help="drop_sim: drop responses leaving PORT (every port without PORT) with probability P")
 
@@ -336,9 +340,10 @@ def _set(c: Any, args: argparse.Namespace, *_: Any) -> int:
     if args.threshold is not None:
         c.set_reward_threshold(args.threshold)
     if (args.mode or args.raw_threshold is not None or args.congestion_threshold is not None
-            or args.cluster_quota is not None):
+            or args.cluster_quota is not None or args.feedback is not None):
         c.configure(mode=args.mode, threshold=args.raw_threshold,
-                    congestion_threshold=args.congestion_threshold, cluster_quota=args.cluster_quota)
+                    congestion_threshold=args.congestion_threshold, cluster_quota=args.cluster_quota,
+                    feedback=args.feedback)
     settings = c.settings()
     _emit(args, {"settings": settings.as_dict()},
           [("olaf_config", ["field", "value"], [[k, v] for k, v in settings.as_dict().items()])])
