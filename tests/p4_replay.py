@@ -171,6 +171,9 @@ def config_defines(config: dict, values: int = 64) -> list[str]:
         "OLAF_DEFAULT_MAX_BLOCKS": int(config["max_blocks"]),
         # No cluster_quota in a file means capacity (no limit), as in QueueConfig.
         "OLAF_DEFAULT_CLUSTER_QUOTA": int(config.get("cluster_quota", config["capacity"])),
+        # No feedback in a file means revision 2: the files written before revision 3
+        # existed pin the global occupancy on every ACK.
+        "OLAF_DEFAULT_FEEDBACK": int(config.get("feedback", 2)),
     }
     return [f"-D{k}={v}" for k, v in pairs.items()]
 
@@ -650,6 +653,21 @@ def random_scenario(seed: int, values: int, steps: int, config: dict) -> Vector:
     return Vector(name, {**config, "values": values}, list(zip(payloads, outs, strict=True)))
 
 
+def reanswered(vector: Vector, config: dict) -> Vector:
+    """``vector``'s inputs under another ``config`` (e.g. the other feedback revision), with
+    the reference queue's answers to them: a file's traffic replayed with a setting the
+    file does not pin."""
+    from worker_transport.codec import decode, encode
+
+    values = int(config.get("values", vector.config["values"]))
+    payloads = [payload for payload, _ in vector.steps]
+    responses, source, _ = reference_queue_for(config, values).process(decode(payloads, values))
+    outs: list[bytes | None] = [None] * len(payloads)
+    for i, out in zip(source.tolist(), encode(responses), strict=True):
+        outs[i] = out
+    return Vector(vector.path, {**config, "values": values}, list(zip(payloads, outs, strict=True)))
+
+
 def reference_queue_for(c: dict, values: int) -> Any:
     from dataplane.queue import OlafQueue, QueueConfig
 
@@ -664,23 +682,35 @@ def reference_queue_for(c: dict, values: int) -> Any:
             threshold=c["threshold"],
             congestion_threshold=c["congestion_threshold"],
             cluster_quota=c.get("cluster_quota"),
+            # Absent means revision 2, as in the vector files (tests/vectors/README.md).
+            feedback=c.get("feedback", 2),
         )
     )
 
 
+TNA_UTIL_LOOKUPS = {"OlafIngress.util_lookup": "set_util", "OlafIngress.share_lookup": "set_share"}
+"""The TNA program's division tables and their actions: the controller writes x ->
+floor(255 * x / capacity) for x = 0..capacity into each (p4/tna/feedback.p4)."""
+
+
+def fill_util_lookups(switch: Any, capacity: int) -> None:
+    """Write the TNA program's division tables as its controller does."""
+    for table, action in TNA_UTIL_LOOKUPS.items():
+        for x in range(capacity + 1):
+            switch.add_entry(table, (x,), action, [255 * x // capacity])
+
+
 def replay_on_tna_p4sim(
-    vector: Vector, program_config: dict | None = None
+    vector: Vector, program_config: dict | None = None, main: Path = P4_TNA_MAIN
 ) -> tuple[list[bytes], list[bytes], Any]:
-    """Run a V = 32 vector through p4/tna/olaf_tna.p4, interpreted, with util_lookup filled
-    as the controller fills it, and olaf_config's default the vector's config (or
+    """Run a V = 32 vector through p4/tna/olaf_tna.p4, interpreted, with util_lookup and
+    share_lookup filled as the controller fills them, and olaf_config's default the vector's config (or
     ``program_config``). Frames are compared up to the IPv4 total length: Tofino cannot
     cut the unparsed payload of a BAD_LENGTH UPDATE from its ACK."""
     config = vector.config if program_config is None else program_config
     defines = dict(d[2:].split("=", 1) for d in config_defines(config, TNA_VALUES))
-    switch = p4sim.Switch(P4_TNA_MAIN, defines)
-    capacity = vector.config["capacity"]
-    for occupied in range(capacity + 1):
-        switch.add_entry("OlafIngress.util_lookup", (occupied,), "set_util", [255 * occupied // capacity])
+    switch = p4sim.Switch(main, defines)
+    fill_util_lookups(switch, vector.config["capacity"])
     got: list[bytes] = []
     for i, (payload, _) in enumerate(vector.steps):
         for port, out in switch.process(request_frame(payload, i), ingress_port=0):

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from dataplane.queue import SLOT_FIELDS, QueueConfig
+from dataplane.queue import FEEDBACK_REVISIONS, SLOT_FIELDS, QueueConfig
 from worker_transport.codec import Verdict
 from worker_transport.protocol import (
     FLAG_CONGESTED,
@@ -144,6 +144,8 @@ def test_wire_constants(source: P4Source) -> None:
         assert c[f"OUTCOME_{o.name}"] == o.value, o
     for m in Mode:
         assert c[f"MODE_{m.name}"] == m.value, m
+    # The feedback revisions olaf_config's feedback selects (DESIGN.md section 3, Feedback).
+    assert (c["FEEDBACK_REV2"], c["FEEDBACK_REV3"]) == FEEDBACK_REVISIONS
 
 
 def test_verdict_codes(source: P4Source) -> None:
@@ -161,6 +163,7 @@ def test_default_config_is_queue_config_default(source: P4Source) -> None:
     assert source.value("OLAF_DEFAULT_MAX_CLUSTERS") == d.max_clusters
     assert source.value("OLAF_DEFAULT_MAX_BLOCKS") == d.max_blocks
     assert source.value("OLAF_DEFAULT_CLUSTER_QUOTA") == d.cluster_quota == d.capacity  # no limit
+    assert source.value("OLAF_DEFAULT_FEEDBACK") == d.feedback == FEEDBACK_REVISIONS[-1]  # revision 3
     # The compiled sizes hold at least the defaults.
     assert source.value("OLAF_CAPACITY") >= d.capacity
     assert source.value("OLAF_MAX_CLUSTERS") >= d.max_clusters
@@ -170,7 +173,8 @@ def test_default_config_is_queue_config_default(source: P4Source) -> None:
 def test_set_config_parameters_are_the_control_planes(source: P4Source) -> None:
     """olaf_config's action on both targets has control_plane.p4info's parameters, widths
     and order (the controller writes the same entry everywhere), cluster_quota's 16 bits
-    included, and that width holds every quota the reference accepts (1..capacity)."""
+    and feedback's 8 included, and those widths hold every quota the reference accepts
+    (1..capacity) and every feedback revision."""
     from control_plane.p4info import CONFIG_PARAMS
 
     match = re.search(r"action\s+set_config\s*\((.*?)\)\s*\{", strip_comments(source.text), flags=re.S)
@@ -180,6 +184,9 @@ def test_set_config_parameters_are_the_control_planes(source: P4Source) -> None:
     assert [(m.group(2), int(m.group(1))) for m in params] == list(CONFIG_PARAMS.items())
     assert CONFIG_PARAMS["cluster_quota"] == CONFIG_PARAMS["capacity"]  # a quota is at most capacity
     assert source.value("OLAF_CAPACITY") < 1 << CONFIG_PARAMS["cluster_quota"]
+    assert max(FEEDBACK_REVISIONS) < 1 << CONFIG_PARAMS["feedback"]
+    # Settings added after the first program keep the earlier parameters' P4Runtime ids.
+    assert list(CONFIG_PARAMS)[-2:] == ["cluster_quota", "feedback"]
 
 
 # -- source rules ---------------------------------------------------------------------------
@@ -425,7 +432,7 @@ def test_tna_stateful_alus_fit_tofino1(tna: P4Source) -> None:
 
 
 def test_tna_uses_the_contract_names(tna: P4Source) -> None:
-    for name in ("olaf_config", "ipv4_lpm", "drop_sim", "util_lookup"):
+    for name in ("olaf_config", "ipv4_lpm", "drop_sim", "util_lookup", "share_lookup"):
         assert re.search(r"\btable\s+" + name + r"\b", tna.text), name
     for name in (
         "outcome_counter",

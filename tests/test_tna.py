@@ -172,27 +172,86 @@ def _tna_config(name: str) -> dict:
     return {**base, **TNA_CONFIGS[name]}
 
 
+@pytest.mark.parametrize("feedback", [2, 3])
 @pytest.mark.parametrize("name", sorted(TNA_CONFIGS))
-def test_tna_program_on_random_traffic(name: str) -> None:
+def test_tna_program_on_random_traffic(name: str, feedback: int) -> None:
     """The two passes (V = 32) answer as the reference queue does, every rule and every
-    kind of invalid input included."""
+    kind of invalid input included, with either feedback revision (DESIGN.md section 3,
+    Feedback)."""
     seed = sorted(TNA_CONFIGS).index(name) + 1
-    vector = p4_replay.random_scenario(seed, p4_replay.TNA_VALUES, 200, _tna_config(name))
+    config = {**_tna_config(name), "feedback": feedback}
+    vector = p4_replay.random_scenario(seed, p4_replay.TNA_VALUES, 200, config)
     got, expected, switch = p4_replay.replay_on_tna_p4sim(vector)
     for i, (g, e) in enumerate(zip(got, expected, strict=False)):
         assert g.hex() == e.hex(), f"{name}: reply {i} differs"
     assert len(got) == len(expected)
     assert switch.resubmits > 0 and switch.registers["OlafIngress.reg_lock"] == [0]
-    if "cluster_quota" in TNA_CONFIGS[name]:
+    if "cluster_quota" in TNA_CONFIGS[name] and feedback == 2:
         # The traffic reaches the quota: DROPPED_FULL with room in the queue (util < 255).
         assert any(o is not None and o[0] & 0xF == 2 and o[10] == 4 and o[12] < 255 for _, o in vector.steps)
+    other = p4_replay.reanswered(vector, {**config, "feedback": 5 - feedback})
+    # Revision 3 is revision 2 only for a FIFO without a quota (its room is the free slots).
+    differs = [o for _, o in other.steps] != [o for _, o in vector.steps]
+    assert differs == (name != "fifo_cap3"), name
 
 
+# set_config's parameters in order (control_plane.p4info.CONFIG_PARAMS, p4/tna/config.p4).
+SET_CONFIG_PARAMS = ("mode", "threshold", "congestion_threshold", "frac_bits", "capacity",
+                     "max_clusters", "max_blocks", "cluster_quota", "feedback")
+
+
+def _set_config(switch: p4sim.Switch, config: dict) -> None:
+    """Rewrite olaf_config's default action at run time, as the controller does."""
+    defines = dict(d[2:].split("=", 1) for d in p4_replay.config_defines(config, p4_replay.TNA_VALUES))
+    args = [int(defines[f"OLAF_DEFAULT_{name.upper()}"]) for name in SET_CONFIG_PARAMS]
+    switch.set_default("OlafIngress.olaf_config", "set_config", args)
+
+
+@pytest.mark.parametrize("mode", ["olaf", "fifo"])
+def test_tna_feedback_follows_settings_changed_at_run_time(mode: str) -> None:
+    """A quota lowered below what a cluster holds (DESIGN.md section 3: no new room; in
+    OLAF mode its own slots remain), then the feedback revision switched, both between
+    packets: every answer is the reference queue's under the same changes."""
+    from worker_transport.codec import decode, encode
+
+    values = p4_replay.TNA_VALUES
+    config = {**_tna_config("olaf_cap4"), "mode": mode, "feedback": 3}
+    fill = [p4_replay.olaf_message(values, msg_type=1, cluster_id=0, block_id=b) for b in range(3)]
+    merge = p4_replay.olaf_message(values, msg_type=1, cluster_id=0, block_id=0, worker_id=1)
+    traffic = [p for p, _ in p4_replay.random_scenario(21, values, 160, config).steps]
+    phases = [({}, fill), ({"cluster_quota": 1}, [merge, *traffic[:80]]), ({"feedback": 2}, traffic[80:])]
+    switch = p4sim.Switch(TNA_MAIN)
+    p4_replay.fill_util_lookups(switch, config["capacity"])
+    queue = p4_replay.reference_queue_for(config, values)
+    step = 0
+    first_acks = []
+    for change, payloads in phases:
+        config = {**config, **change}
+        _set_config(switch, config)
+        queue.cluster_quota = config["cluster_quota"] if "cluster_quota" in config else config["capacity"]
+        queue.feedback = config["feedback"]
+        for payload in payloads:
+            responses, _, _ = queue.process(decode([payload], values))
+            want = [p4_replay.reply_frame(r, step) for r in encode(responses)]
+            got = [f[: 14 + int.from_bytes(f[16:18], "big")]
+                   for port, f in switch.process(p4_replay.request_frame(payload, step)) if port == 0]
+            assert got == want, f"step {step}"
+            if payload is merge:
+                first_acks = got
+            step += 1
+    # The merge after the quota fell to 1 while cluster 0 held 3 of 4 slots: in OLAF mode
+    # its room is its own 3 slots (util floor(255 / 4)), in FIFO mode none (255).
+    (ack,) = first_acks
+    assert p4_replay.udp_payload(ack)[12] == (63 if mode == "olaf" else 255)
+
+
+@pytest.mark.parametrize("feedback", [2, 3])
 @pytest.mark.parametrize("quota", [0, 5, 32767, 32768, 65535])
-def test_tna_out_of_range_quota_is_no_limit(quota: int) -> None:
+def test_tna_out_of_range_quota_is_no_limit(quota: int, feedback: int) -> None:
     """A quota the controller refuses (0, above capacity) but a table write puts there
-    anyway does not stop the queue: the TNA program takes it as no limit, as v1model does."""
-    config = _tna_config("olaf_cap4")
+    anyway does not stop the queue: the TNA program takes it as no limit, as v1model does,
+    in its decisions and in revision 3's room."""
+    config = {**_tna_config("olaf_cap4"), "feedback": feedback}
     vector = p4_replay.random_scenario(11, p4_replay.TNA_VALUES, 120, config)
     got, expected, _ = p4_replay.replay_on_tna_p4sim(vector, {**config, "cluster_quota": quota})
     assert got == expected
@@ -221,10 +280,7 @@ def test_tna_lock_serializes_packets_in_flight() -> None:
     switch = p4sim.Switch(
         TNA_MAIN, dict(d[2:].split("=", 1) for d in p4_replay.config_defines(config, values))
     )
-    for occupied in range(config["capacity"] + 1):
-        switch.add_entry(
-            "OlafIngress.util_lookup", (occupied,), "set_util", [255 * occupied // config["capacity"]]
-        )
+    p4_replay.fill_util_lookups(switch, config["capacity"])
     frames = [(p4_replay.request_frame(p, i), 0) for i, p in enumerate(queue_ops)]
     out = switch.process_tna_interleaved(frames, window=6)
     assert switch.recirculations > 0
@@ -276,6 +332,38 @@ def test_tna_forwarding_and_loss() -> None:
     assert sum(len(lossless.process(plain)) for _ in range(20)) == 20
 
 
+# A TNA program wrong in one place of revision 3's feedback, and the random-traffic config
+# (with feedback 3) on which the interpreter's answers must then differ from the reference's.
+TNA_FEEDBACK_MUTANTS = {
+    # A FIFO's room counted with the slots the cluster holds (OLAF's rule).
+    "fifo_room_counts_held": ("default_action = used_fifo();", "default_action = used_unquota();",
+                              "fifo_cap4_quota1"),
+    # A DROPPED_INVALID ACK answered with a cluster's room (that of a cluster holding none
+    # is the global one without a quota, so the quota config tells them apart).
+    "invalid_per_cluster": ("            (_, OP_INVALID, _, _, _, _): used_occupied();\n", "",
+                            "fifo_cap4_quota1"),
+    # CONGESTED from the cluster's share instead of the global occupancy.
+    "congested_per_cluster": ("md.cong_diff = md.util - md.cfg_congestion_threshold;",
+                              "md.cong_diff = md.share - md.cfg_congestion_threshold;", "olaf_cap4"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TNA_FEEDBACK_MUTANTS))
+def test_tna_random_traffic_catches_a_wrong_feedback_rule(name: str, tmp_path: Path) -> None:
+    original, mutated, config_name = TNA_FEEDBACK_MUTANTS[name]
+    root = tmp_path / "p4"
+    shutil.copytree(p4_replay.REPO / "p4", root, ignore=shutil.ignore_patterns("build"))
+    path = root / "tna" / "feedback.p4"
+    text = path.read_text()
+    assert text.count(original) == 1, original
+    path.write_text(text.replace(original, mutated))
+    seed = sorted(TNA_CONFIGS).index(config_name) + 1
+    config = {**_tna_config(config_name), "feedback": 3}
+    vector = p4_replay.random_scenario(seed, p4_replay.TNA_VALUES, 200, config)
+    got, expected, _ = p4_replay.replay_on_tna_p4sim(vector, main=root / "tna" / "olaf_tna.p4")
+    assert got != expected
+
+
 # Each mutation breaks one rule that the TNA declarations or Tofino's compiler enforce; the
 # interpreter must refuse the mutant. The originals are lines the program uses, so the
 # rules are live checks.
@@ -309,8 +397,7 @@ TNA_RULES = {
 
 def _update_then_pull(main: Path) -> None:
     switch = p4sim.Switch(main)
-    for occupied in range(65):
-        switch.add_entry("OlafIngress.util_lookup", (occupied,), "set_util", [255 * occupied // 64])
+    p4_replay.fill_util_lookups(switch, 64)
     values = p4_replay.TNA_VALUES
     update = p4_replay.olaf_message(values, data=list(range(values)), msg_type=1, worker_id=1)
     pull = p4_replay.olaf_message(0, msg_type=3)

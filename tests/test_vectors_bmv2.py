@@ -116,6 +116,8 @@ def test_config_defines_follow_the_vector_config() -> None:
     assert "-DOLAF_DEFAULT_THRESHOLD=65536" in defines
     assert "-DOLAF_DEFAULT_CLUSTER_QUOTA=4" in defines  # none in the file: capacity, no limit
     assert "-DOLAF_DEFAULT_CLUSTER_QUOTA=2" in p4_replay.config_defines({**config, "cluster_quota": 2})
+    assert "-DOLAF_DEFAULT_FEEDBACK=2" in defines  # none in the file: revision 2, the global occupancy
+    assert "-DOLAF_DEFAULT_FEEDBACK=3" in p4_replay.config_defines({**config, "feedback": 3})
     with pytest.raises(ValueError, match="V = 64"):
         p4_replay.config_defines({**config, "values": 32})
 
@@ -194,6 +196,24 @@ def test_state_comparison_sees_each_kind_of_difference() -> None:
     ]
 
 
+def _vector_named(name: str) -> p4_replay.Vector:
+    """A shared vector file by name, wherever generate.all_vector_files() keeps it."""
+    paths = [p for p in VECTOR_FILES if p.name == name]
+    if not paths:
+        pytest.skip(f"{name} not generated yet")
+    return p4_replay.load_vector(paths[0])
+
+
+def _revision3(name: str) -> p4_replay.Vector:
+    """A file that pins revision 2 (no feedback key), re-answered by the reference with
+    revision 3; the re-answer must differ somewhere, or the file would prove nothing."""
+    vector = _vector_named(name)
+    assert "feedback" not in vector.config, name
+    again = p4_replay.reanswered(vector, {**vector.config, "feedback": 3})
+    assert [o for _, o in again.steps] != [o for _, o in vector.steps], name
+    return again
+
+
 # -- bmv2, when the tools are installed ----------------------------------------------------
 
 
@@ -270,11 +290,44 @@ def test_out_of_range_quota_written_around_the_controller_is_no_limit(quota: int
 @pytest.mark.skipif(MISSING is not None, reason=f"bmv2 replay skipped: {MISSING}")
 def test_quota_file_fails_without_its_quota_on_simple_switch(build_dir: Path) -> None:
     """24_cluster_quota_reached tells a quota from none: replayed with the quota at capacity, it fails."""
-    vector = p4_replay.load_vector(p4_replay.VECTORS_DIR / "rtl_pending" / "24_cluster_quota_reached.json")
+    vector = _vector_named("24_cluster_quota_reached.json")
     assert vector.config["cluster_quota"] == 2
     config = {**vector.config, "cluster_quota": 4}
     unlimited = p4_replay.replay_on_bmv2(vector, build_dir, program_config=config)
     assert unlimited.got != unlimited.expected
+
+
+# One cluster filling its queue (CONGESTED on, its own room full), a DROPPED_INVALID ACK
+# (global), a FIFO with a quota (room without the held slots), random traffic with a quota.
+REVISION3_FILES = ["17_congestion_flag.json", "18_invalid_answered.json",
+                   "26_cluster_quota_fifo.json", "51_random_quota.json"]
+
+
+@pytest.mark.skipif(MISSING is not None, reason=f"bmv2 replay skipped: {MISSING}")
+@pytest.mark.parametrize("name", REVISION3_FILES)
+def test_revision3_feedback_on_traffic_of_revision2_files(name: str, build_dir: Path) -> None:
+    """The setting, not the file, decides the feedback: a revision-2 file's traffic with
+    olaf_config's feedback 3 gets the reference's revision-3 answers byte for byte."""
+    replay = p4_replay.replay_on_bmv2(_revision3(name), build_dir)
+    assert replay.got == replay.expected
+    assert p4_replay.state_differences(replay.state, replay.reference) == []
+
+
+@pytest.mark.skipif(MISSING is not None, reason=f"bmv2 replay skipped: {MISSING}")
+@pytest.mark.parametrize("feedback", [0, 2, 7])
+def test_feedback_setting_tells_the_revisions_apart(feedback: int, build_dir: Path) -> None:
+    """olaf_config accepts any bit<8> feedback; the reference refuses all but 2 and 3, so
+    a write around the controller of another value acts as the default, revision 3.
+    Revision-3 answers fail with feedback 2, and a revision-2 file fails with 3."""
+    vector = _revision3("17_congestion_flag.json")
+    config = {**vector.config, "feedback": feedback}
+    replay = p4_replay.replay_on_bmv2(vector, build_dir, program_config=config)
+    assert (replay.got == replay.expected) == (feedback != 2)
+    if feedback == 2:
+        original = _vector_named("17_congestion_flag.json")
+        config = {**original.config, "feedback": 3}
+        revision3 = p4_replay.replay_on_bmv2(original, build_dir, program_config=config)
+        assert revision3.got != revision3.expected
 
 
 @pytest.mark.skipif(MISSING is not None, reason=f"bmv2 replay skipped: {MISSING}")
@@ -358,7 +411,8 @@ def _edit(relative: str, old: str, new: str) -> Callable[[Path], None]:
     return apply
 
 
-# A program that is wrong in one place, and the vector file that must catch it on bmv2.
+# A program that is wrong in one place, and the vector file that must catch it on bmv2
+# (with "+rev3": the file's traffic re-answered with revision 3's feedback).
 BMV2_MUTANTS = {
     # Merging at |diff| == threshold: DESIGN.md says strictly below.
     "merge_at_threshold": (
@@ -379,7 +433,31 @@ BMV2_MUTANTS = {
     "quota_off_by_one": (
         _edit("include/queue.p4", "cluster_slots >= meta.cfg_cluster_quota",
               "cluster_slots > meta.cfg_cluster_quota"),
-        "rtl_pending/24_cluster_quota_reached.json",
+        "24_cluster_quota_reached.json",
+    ),
+    # Revision 3: a FIFO's room counted with the slots the cluster holds (OLAF's rule).
+    "fifo_room_counts_held": (
+        _edit("include/queue.p4", "used = meta.cfg_capacity - new_room;",
+              "used = meta.cfg_capacity - held - new_room;"),
+        "26_cluster_quota_fifo.json+rev3",
+    ),
+    # Revision 3: the room without the quota.
+    "room_ignores_quota": (
+        _edit("include/queue.p4", "new_room = meta.cfg_cluster_quota - held;",
+              "new_room = meta.cfg_capacity - held;"),
+        "24_cluster_quota_reached.json+rev3",
+    ),
+    # Revision 3: CONGESTED from the cluster's share instead of the global occupancy.
+    "congested_per_cluster": (
+        _edit("include/feedback.p4", "if (global_util >= congestion_threshold)",
+              "if (util >= congestion_threshold)"),
+        "17_congestion_flag.json+rev3",
+    ),
+    # Revision 3: a DROPPED_INVALID ACK answered with its (maybe out-of-range) cluster's room.
+    "invalid_per_cluster": (
+        _edit("include/queue.p4", "hdr.olaf.msg_type == MSG_ACK && outcome != OUTCOME_DROPPED_INVALID",
+              "hdr.olaf.msg_type == MSG_ACK"),
+        "18_invalid_answered.json+rev3",
     ),
 }
 
@@ -390,13 +468,11 @@ def test_simple_switch_replay_catches_a_wrong_program(name: str, tmp_path: Path)
     """The replay can fail: each mutant compiles cleanly and fails its vector file on
     simple_switch (reply frames or final state), where the committed program passes."""
     mutate, vector_name = BMV2_MUTANTS[name]
-    vector_path = p4_replay.VECTORS_DIR / vector_name
-    if not vector_path.exists():
-        pytest.skip(f"{vector_name} not generated yet")
+    file_name, rev3, _ = vector_name.partition("+rev3")
+    vector = _revision3(file_name) if rev3 else _vector_named(file_name)
     root = tmp_path / "p4"
     shutil.copytree(p4_replay.REPO / "p4", root, ignore=shutil.ignore_patterns("build", "tools"))
     mutate(root)
-    vector = p4_replay.load_vector(vector_path)
     replay = p4_replay.replay_on_bmv2(vector, tmp_path / "build", root / "olaf.p4")
     differences = p4_replay.state_differences(replay.state, replay.reference)
     assert replay.got != replay.expected or differences

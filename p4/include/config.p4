@@ -5,7 +5,8 @@
  * table's default entry; simple_switch_CLI: table_set_default). Its arguments equal
  * dataplane.queue.QueueConfig(): OLAF mode, threshold INT32_MAX, congestion 192,
  * 16 fraction bits, 64 slots, 16 clusters, 1024 blocks, cluster quota 64 (= capacity,
- * no limit). cluster_quota is last so that the parameters before it keep their ids. */
+ * no limit), feedback revision 3. Each setting added later goes last (cluster_quota, then
+ * feedback), so that the parameters before it keep their P4Runtime ids. */
 
     action set_config(bit<8> mode,
                       int<32> threshold,
@@ -14,7 +15,8 @@
                       bit<16> capacity,
                       bit<16> max_clusters,
                       bit<16> max_blocks,
-                      bit<16> cluster_quota) {
+                      bit<16> cluster_quota,
+                      bit<8> feedback) {
         meta.cfg_mode = mode;
         meta.cfg_threshold = threshold;
         meta.cfg_congestion_threshold = congestion_threshold;
@@ -23,6 +25,7 @@
         meta.cfg_max_clusters = max_clusters;
         meta.cfg_max_blocks = max_blocks;
         meta.cfg_cluster_quota = cluster_quota;
+        meta.cfg_feedback = feedback;
     }
 
     table olaf_config {
@@ -34,5 +37,6 @@
                                     OLAF_DEFAULT_CAPACITY,
                                     OLAF_DEFAULT_MAX_CLUSTERS,
                                     OLAF_DEFAULT_MAX_BLOCKS,
-                                    OLAF_DEFAULT_CLUSTER_QUOTA);
+                                    OLAF_DEFAULT_CLUSTER_QUOTA,
+                                    OLAF_DEFAULT_FEEDBACK);
     }

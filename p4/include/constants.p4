@@ -44,6 +44,12 @@
 #ifndef OLAF_DEFAULT_CLUSTER_QUOTA
 #define OLAF_DEFAULT_CLUSTER_QUOTA 64
 #endif
+/* Which feedback an UPDATE's ACK carries (DESIGN.md section 3, Feedback): revision 3,
+ * the share of the queue the UPDATE's cluster can no longer use (QueueConfig's default),
+ * or revision 2, the global occupancy, kept for comparison. */
+#ifndef OLAF_DEFAULT_FEEDBACK
+#define OLAF_DEFAULT_FEEDBACK 3
+#endif
 
 /* Wire format (DESIGN.md section 2). */
 const bit<16> OLAF_PORT = 20300;
@@ -66,6 +72,12 @@ const bit<8>  MODE_OLAF = 0;
 @noWarn("unused") const bit<8>  MODE_FIFO = 1;
 
 const bit<8>  FLAG_CONGESTED = 1;
+
+/* Feedback revisions (olaf_config's feedback). The reference refuses any other value; a
+ * table write to this switch is not checked, so anything but revision 2 acts as the
+ * default, revision 3. */
+const bit<8>  FEEDBACK_REV2 = 2;
+@noWarn("unused") const bit<8>  FEEDBACK_REV3 = 3;
 
 @noWarn("unused") const bit<8>  OLAF_V8 = 64;             /* num_values of a valid UPDATE or DATA */
 const bit<16> OLAF_HEADER_LEN = 36;

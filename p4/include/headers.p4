@@ -78,6 +78,7 @@ struct metadata_t {
     bit<16> cfg_max_clusters;
     bit<16> cfg_max_blocks;
     bit<16> cfg_cluster_quota;
+    bit<8>  cfg_feedback;   /* FEEDBACK_REV2 or (anything else) revision 3 */
     /* ingress -> egress */
     bit<1>  short_reply;    /* ACK or EMPTY: cut the frame after the OLAF header */
     bit<16> drop_prob;

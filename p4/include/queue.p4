@@ -327,7 +327,33 @@ control OlafIngress(inout headers_t hdr,
                 bit<16> active_now;
                 reg_occupied.read(occupied_now, 0);
                 reg_active_clusters.read(active_now, 0);
-                feedback.apply(occupied_now, meta.cfg_capacity, active_now,
+                /* What queue_util reports as used (DESIGN.md section 3, Feedback): the
+                 * occupancy, except on the ACK of a valid UPDATE in revision 3, where it is
+                 * capacity - room_c for the UPDATE's cluster c. A DROPPED_INVALID ACK's
+                 * cluster_id may be out of range, so it reports the occupancy too. */
+                bit<16> used = occupied_now;
+                if (hdr.olaf.msg_type == MSG_ACK && outcome != OUTCOME_DROPPED_INVALID
+                        && meta.cfg_feedback != FEEDBACK_REV2) {
+                    bit<16> held;
+                    reg_cluster_count.read(held, (bit<32>)hdr.olaf.cluster_id);
+                    /* new_room = max(0, min(capacity - occupied, cluster_quota - held)),
+                     * without a negative intermediate: held <= occupied <= capacity. */
+                    bit<16> new_room = 0;
+                    if (held < meta.cfg_cluster_quota) {
+                        new_room = meta.cfg_cluster_quota - held;
+                        if (meta.cfg_capacity - occupied_now < new_room) {
+                            new_room = meta.cfg_capacity - occupied_now;
+                        }
+                    }
+                    /* room_c = held + new_room in OLAF mode (the slots the cluster's next
+                     * update can merge into, replace in or append to), new_room in FIFO. */
+                    if (meta.cfg_mode == MODE_OLAF) {
+                        used = meta.cfg_capacity - held - new_room;
+                    } else {
+                        used = meta.cfg_capacity - new_room;
+                    }
+                }
+                feedback.apply(occupied_now, used, meta.cfg_capacity, active_now,
                                meta.cfg_congestion_threshold,
                                hdr.olaf.flags, hdr.olaf.active_clusters, hdr.olaf.queue_util);
                 reply.apply(hdr, meta, standard_metadata);

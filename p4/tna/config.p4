@@ -1,5 +1,5 @@
 /* Fragment of OlafIngress (TNA): the controller's settings, as v1model's olaf_config
- * (cluster_quota last, as there). Its action also takes the differences that `validate`
+ * (cluster_quota, then feedback, last, as there). Its action also takes the differences that `validate`
  * (classify.p4) matches: the frac_bits XOR and the rooms below max_clusters and
  * max_blocks. */
 
@@ -10,13 +10,15 @@
                       bit<16> capacity,
                       bit<16> max_clusters,
                       bit<16> max_blocks,
-                      bit<16> cluster_quota) {
+                      bit<16> cluster_quota,
+                      bit<8> feedback) {
         md.cfg_mode = mode;
         md.cfg_threshold = threshold;
         md.cfg_congestion_threshold = (bit<16>)congestion_threshold;
         md.cfg_frac_bits = frac_bits;
         md.cfg_capacity = capacity;
         md.cfg_cluster_quota = cluster_quota;
+        md.cfg_feedback = feedback;
         md.frac_xor = hdr.olaf.frac_bits ^ frac_bits;
         md.cluster_room = max_clusters - hdr.olaf.cluster_id;
         md.block_room = max_blocks - hdr.olaf.block_id;
@@ -32,5 +34,6 @@
                                     OLAF_DEFAULT_CAPACITY,
                                     OLAF_DEFAULT_MAX_CLUSTERS,
                                     OLAF_DEFAULT_MAX_BLOCKS,
-                                    OLAF_DEFAULT_CLUSTER_QUOTA);
+                                    OLAF_DEFAULT_CLUSTER_QUOTA,
+                                    OLAF_DEFAULT_FEEDBACK);
     }

@@ -98,6 +98,7 @@ struct ingress_metadata_t {
     bit<8>   cfg_frac_bits;
     bit<16>  cfg_capacity;
     bit<16>  cfg_cluster_quota;
+    bit<8>   cfg_feedback;     /* FEEDBACK_REV2, or (anything else) revision 3 */
     bit<8>   frac_xor;         /* frac_bits ^ configured: 0 when they agree */
     bit<16>  cluster_room;     /* max_clusters - cluster_id: in 1..2^15-1 when in range */
     bit<16>  block_room;       /* max_blocks - block_id: in 1..2^15-1 when in range */
@@ -117,10 +118,21 @@ struct ingress_metadata_t {
     int<32>  down_diff;        /* s.reward |-| u.reward: negative when u.reward > s.reward */
     int<32>  up_margin;        /* up_diff |-| threshold: negative when up_diff < threshold */
     int<32>  down_margin;      /* down_diff |-| threshold */
-    bit<16>  cluster_slots;    /* the cluster's queued slots: the update's cluster's (pass 1),
-                                * before an append or after a pop (pass 2) */
-    bit<16>  util;
+    bit<16>  cluster_slots;    /* the cluster's queued slots: the update's cluster's before
+                                * the operation (pass 1), after it (pass 2; held_c on an ACK) */
+    bit<16>  util;             /* floor(255 * occupied / capacity), after the operation */
     bit<16>  cong_diff;        /* util - congestion threshold: bit 15 clear when congested */
+    /* Revision 3's queue_util of an ACK (DESIGN.md section 3, Feedback), with h = held_c,
+     * o = occupied, C = capacity, Q = cluster_quota after the operation. */
+    bit<16>  quota_room;       /* Q - h: bit 15 set when the cluster holds more than its quota */
+    bit<16>  free;             /* C - o */
+    bit<16>  own_used;         /* o - h */
+    bit<16>  cap_unheld;       /* C - h */
+    bit<16>  cap_unquota;      /* C - Q */
+    bit<16>  room_diff;        /* (C - o) - (Q - h): bit 15 set when the free slots are fewer */
+    bit<16>  fifo_used;        /* C - (Q - h) */
+    bit<16>  used;             /* C - room_c, or o where the feedback is global */
+    bit<16>  share;            /* floor(255 * used / C): queue_util */
 }
 
 struct egress_metadata_t {

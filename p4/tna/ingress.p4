@@ -121,6 +121,10 @@ control OlafIngress(inout headers_t hdr,
             active_pass2.apply();
             gen_time_pass2.apply();
             contributors_pass2.apply();
+            /* Revision 3's room for the UPDATE's cluster, from the counts after the op. */
+            room_differences();
+            room_margins();
+            room_case.apply();
             if (md.resub.op == OP_POP) {
                 values_valid();
             }
@@ -146,6 +150,7 @@ control OlafIngress(inout headers_t hdr,
 
             /* Feedback after the operation. */
             util_lookup.apply();
+            share_lookup.apply();
             congestion_difference();
             if (md.cong_diff[15:15] == 0) {
                 hdr.olaf.flags = FLAG_CONGESTED;

@@ -24,6 +24,7 @@ parser OlafIngressParser(packet_in pkt,
         md.cfg_frac_bits = 0;
         md.cfg_capacity = 0;
         md.cfg_cluster_quota = 0;
+        md.cfg_feedback = 0;
         md.verdict = 0;
         md.frac_xor = 0;
         md.cluster_room = 0;
@@ -47,6 +48,15 @@ parser OlafIngressParser(packet_in pkt,
         md.cluster_slots = 0;
         md.util = 0;
         md.cong_diff = 0;
+        md.quota_room = 0;
+        md.free = 0;
+        md.own_used = 0;
+        md.cap_unheld = 0;
+        md.cap_unquota = 0;
+        md.room_diff = 0;
+        md.fifo_used = 0;
+        md.used = 0;
+        md.share = 0;
         transition select(ig_intr_md.resubmit_flag) {
             1: parse_resubmit;
             0: parse_port_metadata;

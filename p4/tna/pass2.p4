@@ -36,20 +36,31 @@
         default_action = NoAction();
     }
 
+    /* Every op of an UPDATE leaves the slots its cluster holds after the operation in
+     * cluster_slots (held_c, for revision 3's feedback), a pop those of the popped slot's
+     * cluster (for active_pass2). The read is pass 1's RegisterAction, at the resubmitted
+     * cluster: no fourth action on this Register. */
     action count_cluster_slot() {
         md.cluster_slots = cluster_count_inc.execute(md.resub.cluster);
     }
     action uncount_cluster_slot() {
         md.cluster_slots = cluster_count_dec.execute(md.resub.cluster);
     }
+    action read_held() {
+        md.cluster_slots = cluster_count_read.execute(md.resub.cluster);
+    }
     @stage(0) table cluster_count_pass2 {
         key = { md.resub.op: exact; }
-        actions = { count_cluster_slot; uncount_cluster_slot; NoAction; }
+        actions = { count_cluster_slot; uncount_cluster_slot; read_held; NoAction; }
         const entries = {
             OP_APPEND: count_cluster_slot();
             OP_POP: uncount_cluster_slot();
+            OP_STORE: read_held();
+            OP_MERGE: read_held();
+            OP_MERGE_UP: read_held();
+            OP_DROP: read_held();
         }
-        size = 4;
+        size = 8;
         default_action = NoAction();
     }
 
@@ -208,7 +219,8 @@
         default_action = NoAction();
     }
 
-    /* A cluster becomes active with its first queued slot and inactive with its last. */
+    /* A cluster becomes active with its first queued slot and inactive with its last
+     * (cluster_slots is the count after the append or the pop). */
     action activate_cluster() {
         hdr.olaf.active_clusters = active_inc.execute(0);
     }
@@ -222,7 +234,7 @@
         }
         actions = { activate_cluster; deactivate_cluster; read_active; }
         const entries = {
-            (OP_APPEND, 0): activate_cluster();
+            (OP_APPEND, 1): activate_cluster();
             (OP_POP, 0): deactivate_cluster();
         }
         size = 4;

@@ -71,7 +71,7 @@
         void apply(inout bit<16> v, out bit<16> rv) { rv = v; }
     };
     RegisterAction<bit<16>, bit<16>, bit<16>>(reg_cluster_count) cluster_count_inc = {
-        void apply(inout bit<16> v, out bit<16> before) { before = v; v = v + 1; }
+        void apply(inout bit<16> v, out bit<16> after) { v = v + 1; after = v; }
     };
     RegisterAction<bit<16>, bit<16>, bit<16>>(reg_cluster_count) cluster_count_dec = {
         void apply(inout bit<16> v, out bit<16> after) { v = v - 1; after = v; }

@@ -84,5 +84,5 @@
         hdr.udp.checksum = 0;
         ig_tm_md.ucast_egress_port = md.port_in;
         hdr.bridge.setInvalid();
-        hdr.olaf.queue_util = md.util[7:0];
+        hdr.olaf.queue_util = md.share[7:0];
     }

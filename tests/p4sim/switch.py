@@ -51,6 +51,7 @@ class Switch(Externs):
         self.resubmits = 0
         self.recirculations = 0
         self.entries: dict[str, list[tuple[tuple[int, ...], str, list[int]]]] = {}
+        self.defaults: dict[str, tuple[str, list[int]]] = {}
         for name in self.program.pipeline:
             ctl = self.program.controls.get(name)
             for inst, (kind, args) in ctl.instances.items() if ctl else ():
@@ -60,6 +61,11 @@ class Switch(Externs):
         """Install an entry: exact keys as ints, lpm keys as (value, prefix length), e.g.
         ("OlafIngress.util_lookup", (3,), "set_util", [191])."""
         self.entries.setdefault(table, []).append((key, action, args))
+
+    def set_default(self, table: str, action: str, args: list[int]) -> None:
+        """Replace a table's default action, as a controller modifies a non-const default
+        entry (e.g. ("OlafIngress.olaf_config", "set_config", [...]) at run time)."""
+        self.defaults[table] = (action, args)
 
     @staticmethod
     def match(keys: list[tuple[Val, str]], want: tuple[Any, ...]) -> int | None:
@@ -177,6 +183,10 @@ class Switch(Externs):
                 if best is not None:
                     self.run_action(best[1], [Val(v, T(None)) for v in best[2]], env)
                     return {"hit": True, "miss": False}
+            written = self.defaults.get(f"{env['__path__']}.{name}")
+            if written is not None:
+                self.run_action(written[0], [Val(v, T(None)) for v in written[1]], env)
+                return {"hit": False, "miss": True}
             default = props["default_action"]
             self.run_action(default[1][1], [self.eval(a, env) for a in default[2]], env)
             return {"hit": False, "miss": True}
