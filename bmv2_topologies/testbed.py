@@ -265,6 +265,8 @@ class Testbed:
         for t in targets:
             self.control.wait_ready(t.switch, 30, lambda name=t.switch: self._exited(f"switch-{name}"))
             settings = {"mode": self.queue.get("mode", "olaf")}
+            if "feedback" in self.queue:  # DESIGN.md §3 Feedback: the revision, on every target
+                settings["feedback"] = self.queue["feedback"]
             if self.switch_kind == "bmv2":
                 # bmv2 reads the queue dimensions from olaf_config; the software switch fixes
                 # them at start (its flags) and refuses a change over P4Runtime.

@@ -212,6 +212,23 @@ def test_bad_run_flags_exit_2_with_one_line(args: list[str], message: str, tmp_p
     assert not (tmp_path / "x").exists()
 
 
+def test_olaf_run_feedback_flag_picks_the_revision() -> None:
+    """--feedback 2|3 reaches RunConfig.feedback (the queue's and the workers' revision)."""
+    import argparse
+
+    from olaf.commands import run as run_command
+    from olaf.drl.cli_args import config_from_args
+
+    parser = argparse.ArgumentParser()
+    run_command.add_arguments(parser)
+    for argv, want in (([], 3), (["--feedback", "2"], 2), (["--feedback", "3"], 3)):
+        cfg = config_from_args(parser.parse_args(argv), mode="olaf", seed=0, target=None)
+        assert cfg.feedback == want
+    with pytest.raises(SystemExit) as e:
+        parser.parse_args(["--feedback", "4"])
+    assert e.value.code == 2
+
+
 def test_an_explicit_step_budget_lifts_olaf_run_s_wall_clock_cap(tmp_path: Path) -> None:
     import argparse
     import math

@@ -108,3 +108,34 @@ def test_elastic_auto_grows_then_shrinks_the_pool_and_logs_every_decision() -> N
     assert s["worker_seconds"] < 16 * result.wall_time  # fewer worker-seconds than the ceiling's
     assert s["env_steps"] >= 60_000 and result.evaluations
     assert run_simulated(cfg).scale_decisions == decisions  # the same seed, the same decisions
+
+
+def test_feedback_revision_picks_the_queue_and_the_workers_rule_together() -> None:
+    """RunConfig.feedback sets both halves (DESIGN.md §3-4): one cluster's queue full of
+    its own blocks throttles revision 2's workers (global occupancy) and not revision 3's
+    (the cluster's room), whose loss ceiling and answered share reach the timeline."""
+    from olaf.drl.worker_turn import build_worker
+    from worker_transport.policy import OlafPolicy, OlafRev2Policy
+
+    for revision, rule in ((3, OlafPolicy), (2, OlafRev2Policy)):
+        worker, sender = build_worker(short(feedback=revision), 0, 0, ("127.0.0.1", 9),
+                                      lambda version: None)
+        try:
+            assert type(sender.policy) is rule
+        finally:
+            sender.close()
+            worker.close()
+    with pytest.raises(ValueError, match="feedback must be revision 2 or 3"):
+        short(feedback=4)
+    # Long enough for a timeline row with the senders' totals in it (0.5 s simulated).
+    runs = {revision: run_simulated(short(feedback=revision, egress_rate=30_000.0,
+                                          buffer_bytes=20 * block_bytes(64), total_steps=20_000,
+                                          eval_every=20_000))
+            for revision in (2, 3)}
+    skipped = {r: res.summary()["skipped_share"] for r, res in runs.items()}
+    assert runs[3].summary()["feedback"] == 3 and runs[2].summary()["feedback"] == 2
+    assert skipped[2] > 0.2 and skipped[3] < skipped[2] / 2, skipped
+    ceilings = [s.loss_ceiling for s in runs[3].timeline if s.loss_ceiling == s.loss_ceiling]
+    assert ceilings and all(0.05 <= c <= 1.0 for c in ceilings)
+    assert any(s.answered_share == s.answered_share for s in runs[3].timeline)
+    assert all(s.loss_ceiling != s.loss_ceiling for s in runs[2].timeline)  # NaN: no ceiling

@@ -208,7 +208,7 @@ def run(args: argparse.Namespace) -> int:
     extra = [f"--drop-prob={v}" for v in args.drop_prob] + [f"--delay-ms={v}" for v in args.delay_ms]
     testbed = Testbed(topo, out / "logs", switch=args.switch, tag=args.tag,
                       queue={"mode": cfg.mode, "capacity": cfg.capacity, "values": cfg.values,
-                             "frac_bits": cfg.frac_bits},
+                             "frac_bits": cfg.frac_bits, "feedback": cfg.feedback},
                       switch_args={"*": extra}, bmv2_build=args.bmv2 or "fast", ps_link=ps_link)
     kind = f"bmv2 ({args.bmv2 or 'fast'} build)" if args.switch == "bmv2" else args.switch
     print(f"olaf testbed: {topo.name} on Mininet ({len(topo.hosts)} hosts, {len(topo.switches)} "

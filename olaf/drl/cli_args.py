@@ -118,6 +118,10 @@ def add_bottleneck_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--max-clusters", type=int, default=d.max_clusters, metavar="M",
                        help="cluster ids the switch's queue accepts, so that ids K..M-1 are left to "
                        "other tenants (default: K)")
+    group.add_argument("--feedback", type=int, choices=(2, 3), default=d.feedback,
+                       help="feedback revision of the switch and the workers' P_s together, "
+                       "DESIGN.md §3-4: 3, the cluster's room and the loss ceiling; 2, the global "
+                       f"occupancy and the paper's P_s (default {d.feedback})")
     group.add_argument("--cluster-quota", type=int, default=d.cluster_quota, metavar="Q",
                        help="slots one cluster may hold in the switch's queue, 1..capacity, "
                        "DESIGN.md §3 (default 0: capacity, no limit)")
@@ -140,6 +144,7 @@ def bottleneck_from_args(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {"clusters": args.clusters, "clock": args.clock,
                            "max_clusters": getattr(args, "max_clusters", 0),
                            "cluster_quota": getattr(args, "cluster_quota", 0),
+                           "feedback": getattr(args, "feedback", 3),
                            "step_time_us": args.step_time_us,
                            "compute_time_us": args.compute_time_us,
                            "heterogeneity": args.heterogeneity}

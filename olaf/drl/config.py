@@ -66,6 +66,11 @@ class RunConfig:
     feedback_ttl_ms: float = DEFAULT_FEEDBACK_TTL_MS
     """Workers' P_s: ACK feedback older than this no longer counts, and the next update
     is sent as a probe (DESIGN.md §4)."""
+    feedback: int = 3
+    """Feedback revision of the switch's queue and the workers' P_s together (DESIGN.md §3
+    Feedback and §4): 3, the ACK's queue_util from the cluster's room and P_s with the
+    loss ceiling; 2, the global occupancy and the paper's P_s (the sweep mode
+    ``olaf-rev2``)."""
     pull_rate: float = 1000.0
     """PULLs per second the parameter server sends: the bottleneck, in blocks/s."""
     capacity: int = 64
@@ -213,6 +218,8 @@ class RunConfig:
             (self.mode in ("olaf", "fifo"), "mode must be 'olaf' or 'fifo'"),
             (self.pull_rate > 0, "pull_rate must be > 0"),
             (self.feedback_ttl_ms > 0, "feedback_ttl_ms must be > 0"),
+            (not isinstance(self.feedback, bool) and self.feedback in (2, 3),
+             "feedback must be revision 2 or 3"),
             (self.capacity >= 1, "capacity must be >= 1"),
             (1 <= self.values <= 255, "values must be 1..255"),
             (self.duration > 0, "duration must be > 0"),

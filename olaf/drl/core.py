@@ -47,7 +47,8 @@ if TYPE_CHECKING:  # the PS's numpy side only: no torch, no sockets, at import
 
 SAMPLE_PERIOD = 0.5
 """Seconds between rows of the metrics timeline; its last row is taken when the run stops."""
-TX_KEYS = ("sent", "skipped", "probes", "p_s_sum")
+TX_KEYS = ("sent", "skipped", "probes", "p_s_sum", "ceiling_sum", "ceilings", "due_blocks",
+           "answered_due_blocks")
 """What each worker process reports of its senders (``olaf.drl.worker_turn.tx_totals``)."""
 
 Episode = tuple[float, int, float, int]
@@ -180,6 +181,7 @@ class TrainingLoop:
         self.eval_pending = False
         self.next_eval = result.env_steps
         self._last_draws, self._last_p_sum = 0.0, 0.0
+        self._last_due, self._last_answered = 0.0, 0.0
         self.autoscaler = (Autoscaler(cfg.autoscale, cfg.workers) if cfg.scaling == "auto"
                            else None)
         self.pool = cfg.autoscale.start_workers if self.autoscaler is not None else cfg.workers
@@ -315,6 +317,12 @@ class TrainingLoop:
         p_s_mean = ((tx["p_s_sum"] - self._last_p_sum) / (draws - self._last_draws)
                     if draws > self._last_draws else math.nan)
         self._last_draws, self._last_p_sum = draws, tx["p_s_sum"]
+        # Revision 3's loss ceiling: the workers' mean L now, and the share of the blocks
+        # answered among those whose answers fell due since the previous row.
+        ceiling = tx["ceiling_sum"] / tx["ceilings"] if tx["ceilings"] else math.nan
+        due = tx["due_blocks"] - self._last_due
+        answered = (tx["answered_due_blocks"] - self._last_answered) / due if due > 0 else math.nan
+        self._last_due, self._last_answered = tx["due_blocks"], tx["answered_due_blocks"]
         decision = self.autoscale(elapsed, tx, status)
         threshold = status.threshold
         if threshold is None and self.controller is not None and self.controller.history:
@@ -328,6 +336,7 @@ class TrainingLoop:
             blocks_applied=status.blocks_applied, threshold=threshold,
             updates_sent=int(tx["sent"]), updates_skipped=int(tx["skipped"]),
             updates_probes=int(tx["probes"]), p_s_mean=p_s_mean,
+            loss_ceiling=ceiling, answered_share=answered,
             **last_evaluation(result),
             learner=mean_learner(self.learner), active_workers=status.active_workers,
             restarts=status.restarts, staleness_p50=status.staleness[0],

@@ -93,6 +93,9 @@ class Progress:
         table.add_row("updates", f"{snap.updates_sent:,} sent, {snap.updates_skipped:,} skipped, "
                                  f"{snap.updates_probes:,} probes")
         table.add_row("P_s (last 0.5 s)", _fmt(snap.p_s_mean, 3))
+        if math.isfinite(snap.loss_ceiling):
+            table.add_row("loss ceiling L / answered", f"{_fmt(snap.loss_ceiling, 3)} / "
+                                                       f"{_fmt(snap.answered_share, 2)}")
         table.add_row("outcomes", _outcomes(snap) or "-")
         table.add_row("workers", f"{snap.active_workers} active, {snap.restarts} process restarts")
         if self._pool:
@@ -120,7 +123,10 @@ class Progress:
                   f" AoM={_fmt(snap.aom_ms)}ms queue={snap.occupied}/{snap.capacity} "
                   f"v={snap.model_version} updates sent={snap.updates_sent:,} "
                   f"skipped={snap.updates_skipped:,} probes={snap.updates_probes:,} "
-                  f"P_s={_fmt(snap.p_s_mean, 3)} workers={snap.active_workers} "
+                  f"P_s={_fmt(snap.p_s_mean, 3)}"
+                  + (f" L={_fmt(snap.loss_ceiling, 3)} answered={_fmt(snap.answered_share, 2)}"
+                     if math.isfinite(snap.loss_ceiling) else "")
+                  + f" workers={snap.active_workers} "
                   f"restarts={snap.restarts} {_outcomes(snap)}"
                   + (f" | {self._link(snap)}" if self.link is not None else "")
                   + (f" | pool: {self._pool}" if self._pool else ""),

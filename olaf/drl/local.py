@@ -131,7 +131,7 @@ class LocalProcesses:
         self.board = WeightBoard(len(ps.params))
         qcfg = QueueConfig(capacity=cfg.capacity, values=cfg.values, max_clusters=cfg.queue_max_clusters,
                            max_blocks=ps.num_blocks, frac_bits=cfg.frac_bits,
-                           cluster_quota=cfg.queue_cluster_quota,
+                           cluster_quota=cfg.queue_cluster_quota, feedback=cfg.feedback,
                            mode=Mode.OLAF if cfg.mode == "olaf" else Mode.FIFO)
         self.switch = UdpSwitch(OlafQueue(qcfg), "127.0.0.1", 0)
         result.switch_address, result.weight_board = self.switch.address, self.board.name

@@ -56,7 +56,7 @@ class SwitchHost:
     def __init__(self, cfg: RunConfig, num_blocks: int, port: int) -> None:
         qcfg = QueueConfig(capacity=cfg.capacity, values=cfg.values, max_clusters=cfg.queue_max_clusters,
                            max_blocks=num_blocks, frac_bits=cfg.frac_bits,
-                           cluster_quota=cfg.queue_cluster_quota,
+                           cluster_quota=cfg.queue_cluster_quota, feedback=cfg.feedback,
                            mode=Mode.OLAF if cfg.mode == "olaf" else Mode.FIFO)
         # The node's address, not 0.0.0.0: the workers' sockets are connected to the
         # switch and accept replies only from the address they sent to.

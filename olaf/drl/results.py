@@ -63,6 +63,12 @@ class Snapshot:
     """Sent only because the worker's feedback had expired (DESIGN.md §4)."""
     p_s_mean: float = math.nan
     """Mean P_s of the workers' draws since the previous sample (NaN: no draw)."""
+    loss_ceiling: float = math.nan
+    """Mean loss ceiling L of the workers at the sample (DESIGN.md §4 revision 3; NaN:
+    workers without one, revision 2 or always-send)."""
+    answered_share: float = math.nan
+    """Answered share of the blocks of the updates whose answers fell due since the
+    previous sample (NaN: none fell due)."""
     eval_return: float = math.nan
     """Mean return of the latest evaluation, of the configured policy (NaN before the first)."""
     eval_greedy: float = math.nan
@@ -179,6 +185,7 @@ class RunResult:
             "variant": cfg.variant,
             "workers_send": "P_s" if cfg.workers_use_p_s else "always",
             "feedback_ttl_ms": cfg.feedback_ttl_ms,
+            "feedback": cfg.feedback,
             "workers": cfg.workers,
             "worker_processes": cfg.worker_processes,
             "pull_rate": cfg.pull_rate,

@@ -130,7 +130,7 @@ class Simulated:
         self.queue = OlafQueue(QueueConfig(
             capacity=cfg.capacity, values=cfg.values, max_clusters=cfg.queue_max_clusters,
             max_blocks=ps.num_blocks, frac_bits=cfg.frac_bits, cluster_quota=cfg.queue_cluster_quota,
-            mode=Mode.OLAF if cfg.mode == "olaf" else Mode.FIFO))
+            mode=Mode.OLAF if cfg.mode == "olaf" else Mode.FIFO, feedback=cfg.feedback))
         self.active = bytearray([1] * cfg.workers)
         """Active logical workers (``--elastic auto`` changes them); an inactive one idles
         after its turn until ``set_workers`` wakes it."""

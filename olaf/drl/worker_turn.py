@@ -20,7 +20,7 @@ from olaf.drl.bottleneck import cluster_of
 from olaf.drl.config import RunConfig
 from olaf.drl.learners import make_worker
 from worker_transport.aom import wall_clock_us
-from worker_transport.policy import AlwaysSend, OlafPolicy
+from worker_transport.policy import AlwaysSend, OlafPolicy, OlafRev2Policy
 from worker_transport.sender import Sender
 from worker_transport.transport import Transport, UdpTransport
 
@@ -47,8 +47,10 @@ def build_worker(cfg: RunConfig, worker_id: int, seed: int, switch_address: tupl
     """Logical worker ``worker_id`` of the run and the ``Sender`` of its own socket
     (``transport``: another way to the switch than a UDP socket to ``switch_address``, on
     the Sender's ``clock``, as the virtual clock's simulated links)."""
-    policy = (OlafPolicy(feedback_ttl_ms=cfg.feedback_ttl_ms) if cfg.workers_use_p_s
-              else AlwaysSend())
+    # The worker's revision goes with the switch's (RunConfig.feedback): revision 3's P_s
+    # reads queue_util as its cluster's lost room, revision 2's as the global occupancy.
+    rule = OlafPolicy if cfg.feedback == 3 else OlafRev2Policy
+    policy = rule(feedback_ttl_ms=cfg.feedback_ttl_ms) if cfg.workers_use_p_s else AlwaysSend()
     # Ray hands the address over as a list.
     sender = Sender(transport or UdpTransport(tuple(switch_address)),
                     cluster_id=cluster_of(worker_id, cfg.clusters), worker_id=worker_id,
@@ -100,8 +102,14 @@ class Progress:
 
 
 def tx_totals(stats: list[dict[str, Any]]) -> dict[str, float]:
-    """What a worker process reports of its senders: sums of updates, probes and P_s."""
+    """What a worker process reports of its senders: sums of updates, probes and P_s, of
+    the loss ceilings L (``ceilings`` senders have one: revision 3) and of the blocks of
+    the updates whose answers were due, and of those answered (DESIGN.md §4)."""
+    ceilings = [st["loss_ceiling"] for st in stats if st.get("loss_ceiling") is not None]
     return {"sent": sum(st["sent_updates"] for st in stats),
             "skipped": sum(st["skipped_updates"] for st in stats),
             "probes": sum(st["probe_updates"] for st in stats),
-            "p_s_sum": sum(st["p_s_sum"] for st in stats)}
+            "p_s_sum": sum(st["p_s_sum"] for st in stats),
+            "ceiling_sum": float(sum(ceilings)), "ceilings": len(ceilings),
+            "due_blocks": sum(st.get("due_blocks", 0) for st in stats),
+            "answered_due_blocks": sum(st.get("answered_due_blocks", 0) for st in stats)}
