@@ -82,14 +82,18 @@ NESTED: dict[str, type] = {"staleness": StalenessConfig, "boost": BoostConfig,
 """RunConfig's dataclass fields a sweep file may set as ``[run.NAME]`` tables. The
 learners' (impact, learner, ps) are not among them: the environment's preset sets those."""
 
-MODES: dict[str, tuple[str, bool, str]] = {
-    "olaf": ("olaf", False, "plain"),
-    "olaf-always": ("olaf", True, "plain"),
-    "fifo": ("fifo", False, "plain"),
-    "fifo+sa": ("fifo", False, "staleness-aware"),
-    "olaf+sa": ("olaf", False, "staleness-aware"),
+MODES: dict[str, tuple[str, bool, str, int]] = {
+    "olaf": ("olaf", False, "plain", 3),
+    "olaf-rev2": ("olaf", False, "plain", 2),
+    "olaf-always": ("olaf", True, "plain", 3),
+    "fifo": ("fifo", False, "plain", 3),
+    "fifo+sa": ("fifo", False, "staleness-aware", 3),
+    "olaf+sa": ("olaf", False, "staleness-aware", 3),
 }
-"""Mode -> (switch mode, workers always send, PS aggregation)."""
+"""Mode -> (switch mode, workers always send, PS aggregation, feedback revision). ``olaf``
+is revision 3 (DESIGN.md §3-4: the cluster's room and the loss ceiling), ``olaf-rev2``
+revision 2 (the global occupancy and the paper's P_s, OLAF before issue 49); the FIFO's
+workers always send, so its revision changes nothing but the ACK's number."""
 KEYS = ("workers", "clusters", "depth", "rho", "buffer_bytes", "egress_rate", "mode", "seed")
 """The columns that name a cell (the resume key); a preset's cell is its B and C."""
 METRICS = ("bottleneck", "reached", "steps_to_target", "time_to_target_s", "env_steps", "wall_time_s",
@@ -275,7 +279,7 @@ def config_of(sweep: Sweep, cell: dict[str, Any], blocks: int) -> Any:
     # `olaf --help` stays fast.
     from olaf.drl.evaluation import default_target
 
-    switch_mode, always, aggregation = MODES[cell["mode"]]
+    switch_mode, always, aggregation, feedback = MODES[cell["mode"]]
     base = {"stop_at_target": True, **sweep.base}
     if "target_reward" not in base:
         base["target_reward"] = default_target(base.get("env_id", run_defaults().env_id))
@@ -284,7 +288,7 @@ def config_of(sweep: Sweep, cell: dict[str, Any], blocks: int) -> Any:
         base = {**base, "scaling": "auto"}
     cfg = RunConfig(**base, workers=sweep.auto_ceiling if auto else cell["workers"],
                     clusters=cell["clusters"], mode=switch_mode, always_send=always,
-                    aggregation=aggregation, seed=cell["seed"])
+                    aggregation=aggregation, feedback=feedback, seed=cell["seed"])
     buffer = (cell["buffer_bytes"] if cell["depth"] == ""
               else buffer_for(float(cell["depth"]), blocks, cfg.values))
     if cell["rho"] == "":
