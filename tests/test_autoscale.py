@@ -55,7 +55,7 @@ def test_waste_above_the_threshold_shrinks_to_the_useful_share_and_low_waste_gro
 
 def test_settings_are_checked() -> None:
     for bad in ({"growth": 1}, {"min_workers": 0}, {"min_workers": 3, "start_workers": 2},
-                {"rho_low": 1.5}, {"waste_grow": 0.5, "waste_shrink": 0.4}, {"window_s": 0}):
+                {"rho_low": 1.5}, {"waste_grow": 0.5, "waste_shrink": 0.4}, {"window_s": 0.1}):
         with pytest.raises(ValueError):
             AutoscaleConfig(**bad)
     with pytest.raises(ValueError):

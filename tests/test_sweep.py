@@ -357,13 +357,13 @@ def test_an_auto_pool_is_a_workers_value_with_its_worker_seconds(tmp_path: Path,
     text = (two_cells().replace("workers = [4]", 'workers = [4, "auto"]')
             .replace('modes = ["olaf", "fifo"]', 'modes = ["fifo"]')
             .replace("total_steps = 1500", "total_steps = 4000")
-            .replace("[grid]", "[run.autoscale]\nwindow_s = 0.2\n\n[grid]")
+            .replace("[grid]", "[run.autoscale]\nwindow_s = 0.25\n\n[grid]")
             .replace('out = "runs/sweep-small"', f'out = "{tmp_path / "out"}"'))
     sweep.write_text(text)
     loaded = load(sweep, None)
     assert loaded.auto_ceiling == 4  # the largest fixed pool: auto shares its link
     cfg = config_of(loaded, next(c for c in cells(loaded) if c["workers"] == "auto"), 40)
-    assert cfg.scaling == "auto" and cfg.workers == 4 and cfg.autoscale.window_s == 0.2
+    assert cfg.scaling == "auto" and cfg.workers == 4 and cfg.autoscale.window_s == 0.25
     fixed = config_of(loaded, next(c for c in cells(loaded) if c["workers"] == 4), 40)
     assert cfg.egress_rate == fixed.egress_rate  # the same link as the 4 fixed workers
     assert main(["sweep", str(sweep)]) == 0

@@ -40,6 +40,9 @@ import dataclasses
 import math
 
 WARMUP, STEADY = "warm-up", "steady"
+MIN_WINDOW_S = 0.25
+"""A window shorter than the senders' report period (olaf.drl.children.PROGRESS_PERIOD,
+the virtual clock's TX_PERIOD_NS) would see no new sends, and read rho 0."""
 GROW, HOLD, SHRINK = "grow", "hold", "shrink"
 
 
@@ -59,7 +62,8 @@ class AutoscaleConfig:
     waste_shrink: float = 0.40
     waste_grow: float = 0.20
     window_s: float = 1.0
-    """Run seconds between decisions (simulated seconds on the virtual clock)."""
+    """Run seconds between decisions (simulated seconds on the virtual clock), at least
+    ``MIN_WINDOW_S``."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_workers <= self.start_workers:
@@ -73,8 +77,12 @@ class AutoscaleConfig:
         if not 0 <= self.waste_grow < self.waste_shrink <= 1:
             raise ValueError("autoscale needs 0 <= waste_grow < waste_shrink <= 1, got "
                              f"{self.waste_grow}, {self.waste_shrink}")
-        if not 0 < self.throughput_band < 1 or self.window_s <= 0:
-            raise ValueError("autoscale.throughput_band must be in (0, 1) and window_s > 0")
+        if not 0 < self.throughput_band < 1:
+            raise ValueError("autoscale.throughput_band must be in (0, 1)")
+        if self.window_s < MIN_WINDOW_S:
+            raise ValueError(f"autoscale.window_s must be >= {MIN_WINDOW_S} (the worker "
+                             f"processes report their senders every {MIN_WINDOW_S} s), got "
+                             f"{self.window_s}")
 
 
 @dataclasses.dataclass(frozen=True)

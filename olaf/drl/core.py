@@ -191,6 +191,10 @@ class TrainingLoop:
             if any(s.scale_action for s in result.timeline):
                 self.autoscaler.phase = STEADY
         self._scale_from: Counters | None = None
+        self.sample_period = (min(SAMPLE_PERIOD, cfg.autoscale.window_s)
+                              if self.autoscaler is not None else SAMPLE_PERIOD)
+        """The autoscaler decides at timeline rows, so a window shorter than the usual
+        sample period makes the rows as frequent as the windows."""
 
     # -- what the backend reports ---------------------------------------------------------
     def progress(self, source: Any, steps: int, episodes: list[Episode],
@@ -254,7 +258,7 @@ class TrainingLoop:
             sampled = now >= next_sample
             if sampled:
                 self.sample(elapsed)
-                next_sample = now + SAMPLE_PERIOD
+                next_sample = now + self.sample_period
             backend.tick(self, elapsed)
             stopped_by = self.stop_rule(elapsed)
             if stopped_by is not None:
