@@ -13,8 +13,9 @@ file per test in this form:
 An exact key's VALUE is hex (formatHexExpr). A ternary or lpm VALUE is '0b' followed by bits,
 with '*' for a bit that is not cared about. Lines starting with '#' are the generator's
 comments (seed, trace, coverage).
-Each file in tests/p4testgen/tna/ is replayed through tests/p4sim. Any difference fails the
-test, and the lead files it as a finding. While no generated file is committed (the
+Each file in tests/p4testgen/tna/ is replayed through tests/p4sim and, where its packet is a §3
+message and it writes olaf_config, through the reference queue (dataplane/queue.py). Any
+difference fails the test, and the lead files it as a finding. While no generated file is committed (the
 generator is still being built), the replay test skips and says why.
 """
 
@@ -122,6 +123,30 @@ def replay(test: StfTest, main: Path = p4_replay.P4_TNA_MAIN) -> list[tuple[int,
     return switch.process(frame, port)
 
 
+SET_CONFIG_PARAMS = ("mode", "threshold", "congestion_threshold", "frac_bits", "capacity",
+                     "max_clusters", "max_blocks", "cluster_quota", "feedback")
+"""olaf_config's set_config parameters in order (p4/tna/config.p4)."""
+
+
+def queue_answers(test: StfTest) -> list[bytes] | None:
+    """The reference queue's answers (UDP payloads) to the test's packet under the config that
+    the test writes into olaf_config; None where the test writes none, or the packet is a
+    MODEL, which the program forwards by LPM instead of answering."""
+    from dataplane.queue import Mode
+    from worker_transport.codec import decode, encode
+
+    written = [args for table, _, args in test.defaults if table.endswith("olaf_config")]
+    assert test.send is not None
+    payload = p4_replay.udp_payload(test.send[1])
+    if not written or p4_replay.is_valid_model(payload):
+        return None
+    config = dict(zip(SET_CONFIG_PARAMS, written[-1], strict=True))
+    config["mode"] = Mode(config["mode"]).name.lower()
+    queue = p4_replay.reference_queue_for(config, p4_replay.TNA_VALUES)
+    responses, _, _ = queue.process(decode([payload], p4_replay.TNA_VALUES))
+    return encode(responses)
+
+
 SAMPLE = """# p4testgen seed: 1
 # Date generated: 2026-12-07-07:40:00.000
 # Current statement coverage: 0.25
@@ -166,6 +191,22 @@ def test_stf_wildcards_and_refusals() -> None:
         parse_stf("# only comments\n")
 
 
+def test_queue_cross_check_agrees_with_p4sim_on_an_olaf_message() -> None:
+    """The §3 path of the harness: a DATA message under a config written by setdefault, the
+    division tables written as entries (as P4Testgen writes them), answered alike by p4sim
+    and the reference queue."""
+    config = [0, 65536, 192, 16, 4, 16, 1024, 4, 2]
+    test = StfTest(defaults=[("OlafIngress.olaf_config", "set_config", config)])
+    for table, action in p4_replay.TNA_UTIL_LOOKUPS.items():
+        for x in range(5):
+            test.entries.append((table, None, [("x", hex(x))], action, [255 * x // 4]))
+    message = p4_replay.olaf_message(p4_replay.TNA_VALUES, msg_type=1, cluster_id=0, block_id=0)
+    test.send = (0, p4_replay.request_frame(message, 0))
+    answers = queue_answers(test)
+    assert answers
+    assert [p4_replay.udp_payload(f) for _, f in replay(test)] == answers
+
+
 GENERATED_TNA = sorted(TNA_TESTS.glob("*.stf")) if TNA_TESTS.is_dir() else []
 
 
@@ -176,6 +217,10 @@ GENERATED_TNA = sorted(TNA_TESTS.glob("*.stf")) if TNA_TESTS.is_dir() else []
 def test_p4testgen_tna_test_agrees_with_p4sim(path: Path) -> None:
     test = parse_stf(path.read_text())
     out = replay(test)
+    answers = queue_answers(test)
+    if answers is not None:
+        got = [p4_replay.udp_payload(f) for _, f in out]
+        assert got == answers, f"reference queue {[a.hex() for a in answers]}; p4sim {[g.hex() for g in got]}"
     if test.expect is None:
         assert out == [], f"P4Testgen expects a drop; p4sim sent {[(p, f.hex()) for p, f in out]}"
         return
