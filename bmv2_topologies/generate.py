@@ -88,6 +88,7 @@ def two_level(leaves: int = 2, per_leaf: int = 4, bandwidth: float | None = 100)
 
 SHIPPED = {
     "star2": lambda: star(2),
+    "star4": lambda: star(4, bandwidth=100),
     "star8": lambda: star(8, bandwidth=100),
     "star32": lambda: star(32, bandwidth=100),
     "two_level": lambda: two_level(2, 4),
