@@ -108,6 +108,35 @@ def test_bad_ps_settings_and_agg_counts_are_refused() -> None:
     assert ps.blocks_applied == 0 and not ps.params.any()
 
 
+@pytest.mark.parametrize(("merge_scale", "factor"), [("none", 1.0), ("sqrt", 2.0), ("linear", 4.0)])
+def test_merge_scale_multiplies_the_step_of_a_merged_block(merge_scale: str, factor: float) -> None:
+    """ps.merge_scale (issue 49): a block of agg_count 4 steps with the learning rate times
+    1, sqrt(4) = 2 or 4; under SGD (a parameter delta's optimizer) and under Adam, whose
+    first step is lr * sign(g) whatever the gradient's scale; a block of 1 is unchanged.
+    Through the PS's DATA path for SGD, as a run applies it."""
+    sgd = server(optimizer="sgd", merge_scale=merge_scale)
+    RunPolicies(RunConfig(values=V, ps=sgd.ps), sgd).apply(data_batch([0], G[None], [4], [0]), 0)
+    np.testing.assert_allclose(sgd.params, -0.1 * factor * G, rtol=1e-6)
+    adam = server(merge_scale=merge_scale)
+    adam.apply_block(0, G, agg_count=4)
+    np.testing.assert_allclose(adam.params, -0.1 * factor * np.sign(G), rtol=1e-4)
+    single = server(optimizer="sgd", merge_scale=merge_scale)
+    single.apply_block(0, G, agg_count=1)
+    np.testing.assert_allclose(single.params, -0.1 * G, rtol=1e-6)
+
+
+def test_merge_scale_is_set_with_set_ps_and_validated() -> None:
+    from olaf.drl.cli_args import add_run_arguments, config_from_args
+
+    with pytest.raises(ValueError, match="ps.merge_scale"):
+        PsConfig(merge_scale="cubic")
+    parser = argparse.ArgumentParser()
+    add_run_arguments(parser, duration=10.0)
+    cfg = config_from_args(parser.parse_args(["--set", "ps.merge_scale=sqrt"]), mode="olaf",
+                           seed=0, target=None)
+    assert cfg.ps.merge_scale == "sqrt" and RunConfig().ps.merge_scale == "none"
+
+
 def test_set_ps_items_reach_the_run_config() -> None:
     from olaf.drl.cli_args import add_run_arguments, config_from_args
 

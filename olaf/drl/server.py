@@ -25,6 +25,7 @@ from worker_transport.fixedpoint import num_blocks
 
 PS_AGGREGATES = ("mean", "sum")
 PS_OPTIMIZERS = ("auto", "adam", "sgd", "rmsprop")
+PS_MERGE_SCALES = ("none", "sqrt", "linear")
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,11 @@ class PsConfig:
     """RMSProp's squared-gradient decay (A3C, Mnih et al. 2016: 0.99)."""
     rmsprop_eps: float = 0.1
     """RMSProp's denominator epsilon (A3C's shared RMSProp: 0.1)."""
+    merge_scale: str = "none"
+    """What a merged block is worth in step size (issue 49): the step of a block of
+    agg_count k takes the learning rate times 1 (``none``), ``sqrt(k)`` (``sqrt``) or k
+    (``linear``), with every optimizer, so that under Adam, which ignores the gradient's
+    scale, k merged gradients can move the weights as far as the FIFO's k steps would."""
 
     def __post_init__(self) -> None:
         checks = [
@@ -66,10 +72,20 @@ class PsConfig:
             (0.0 <= self.momentum < 1.0, "ps.momentum must be in [0, 1)"),
             (0.0 <= self.alpha < 1.0, "ps.alpha must be in [0, 1)"),
             (self.rmsprop_eps > 0, "ps.rmsprop_eps must be > 0"),
+            (self.merge_scale in PS_MERGE_SCALES, f"ps.merge_scale must be one of {PS_MERGE_SCALES}"),
         ]
         for ok, message in checks:
             if not ok:
                 raise ValueError(message)
+
+
+def merge_factor(merge_scale: str, agg_count: int) -> float:
+    """The step-size factor of a block of ``agg_count`` merged updates (``PsConfig.merge_scale``)."""
+    if merge_scale == "linear":
+        return float(agg_count)
+    if merge_scale == "sqrt":
+        return float(np.sqrt(agg_count))
+    return 1.0
 
 
 class ParameterServer:
@@ -119,7 +135,8 @@ class ParameterServer:
         ``gradient`` holds V values, the mean of ``agg_count`` merged updates (the last
         block's padding is ignored); with ``ps.aggregate == "sum"`` the step takes
         ``agg_count`` times it. ``lr_scale`` multiplies the learning rate of this step only
-        (Stellaris's ``1/sqrt(delta)``). Non-finite values, a scale <= 0 or an agg_count
+        (Stellaris's ``1/sqrt(delta)``), and ``ps.merge_scale`` multiplies it by 1,
+        sqrt(agg_count) or agg_count. Non-finite values, a scale <= 0 or an agg_count
         < 1 are refused with ``ValueError`` and change nothing.
         """
         if not (lr_scale > 0 and np.isfinite(lr_scale)):
@@ -135,7 +152,7 @@ class ParameterServer:
             raise ValueError(f"block {block_id}: non-finite gradient")
         if self.ps.aggregate == "sum" and agg_count > 1:
             g = g * np.float32(agg_count)
-        lr = self.learning_rate * lr_scale
+        lr = self.learning_rate * lr_scale * merge_factor(self.ps.merge_scale, agg_count)
         with self.lock:
             self.block_steps[block_id] += 1
             self.params[where] -= self._step(where, g, lr, int(self.block_steps[block_id]))
