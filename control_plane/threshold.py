@@ -20,6 +20,15 @@ from worker_transport.protocol import INT32_MAX
 log = logging.getLogger(__name__)
 
 
+REWARD_RULES = ("always", "congested", "off")
+"""``always``: DESIGN.md §3's rule every round; ``congested``: the rule only while the queue
+is CONGESTED, otherwise every compatible update merges; ``off``: never set (every
+compatible update merges), issue 49 item 2."""
+NO_THRESHOLD = float(2**31)
+"""A threshold in reward units that saturates to the largest raw value: every compatible
+update merges (the queue's value before any controller)."""
+
+
 class ThresholdTarget(Protocol):
     def set_reward_threshold(self, threshold: float) -> Any: ...
 
@@ -43,9 +52,18 @@ class ThresholdLoop:
     """
 
     def __init__(self, target: ThresholdTarget | Callable[[float], Any], floor: float, interval: float = 1.0,
-                 fraction: float = 0.15) -> None:
+                 fraction: float = 0.15, rule: str = "always",
+                 congested: Callable[[], bool] | None = None) -> None:
+        """``rule`` (``REWARD_RULES``); ``congested``: whether the queue is CONGESTED now,
+        which the ``congested`` rule asks once per round."""
         if not floor >= 0 or not interval > 0 or not fraction >= 0:
             raise ValueError("floor and fraction must be >= 0 and interval > 0")
+        if rule not in REWARD_RULES:
+            raise ValueError(f"reward rule must be one of {REWARD_RULES}, not {rule!r}")
+        if rule == "congested" and congested is None:
+            raise ValueError("reward rule congested needs the switch's CONGESTED state, which "
+                             "this backend does not read")
+        self.rule, self.congested = rule, congested
         setter = getattr(target, "set_reward_threshold", None)
         self.apply: Callable[[float], Any] = setter if callable(setter) else target  # type: ignore[assignment]
         self.floor, self.interval, self.fraction = floor, interval, fraction
@@ -75,9 +93,11 @@ class ThresholdLoop:
         """Apply the threshold for the latest report, if one came since the last step."""
         with self._report_lock:
             mean, self._pending = self._pending, None
-        if mean is None:
+        if mean is None or self.rule == "off":
             return None
         threshold = self.threshold_for(mean)
+        if self.rule == "congested" and not self.congested():  # type: ignore[misc]
+            threshold = NO_THRESHOLD
         raw = self.apply(threshold)
         step = ThresholdStep(time.monotonic(), mean, threshold, raw if isinstance(raw, int) else None)
         self.history.append(step)

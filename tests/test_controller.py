@@ -650,6 +650,33 @@ def test_threshold_rule_floor_and_feeding() -> None:
         ThresholdLoop(applied.append, floor=-1.0)
 
 
+def test_reward_rules_always_congested_off() -> None:
+    """Issue 49 item 2: ``always`` sets DESIGN.md §3's threshold every round; ``congested``
+    only while the queue is CONGESTED, else the largest value (every compatible update
+    merges); ``off`` never writes. Bad rules and a congested rule without a probe refuse."""
+    from olaf.drl.controller import threshold_raw
+    from worker_transport.protocol import INT32_MAX
+
+    congested = [False]
+    applied: list[float] = []
+    loop = ThresholdLoop(applied.append, floor=0.5, rule="congested", congested=lambda: congested[0])
+    loop.report(20.0)
+    assert loop.step().threshold == 2**31 and threshold_raw(applied[-1], 16) == INT32_MAX
+    congested[0] = True
+    loop.report(20.0)
+    assert loop.step().threshold == pytest.approx(3.0)
+    off: list[float] = []
+    quiet = ThresholdLoop(off.append, floor=0.5, rule="off")
+    quiet.report(20.0)
+    assert quiet.step() is None and off == []
+    always: list[float] = []
+    ThresholdLoop(always.append, floor=0.5).report(1.0)
+    with pytest.raises(ValueError, match="reward rule must be one of"):
+        ThresholdLoop(applied.append, floor=0.5, rule="sometimes")
+    with pytest.raises(ValueError, match="needs the switch's CONGESTED"):
+        ThresholdLoop(applied.append, floor=0.5, rule="congested")
+
+
 def test_threshold_loop_drives_an_in_process_switch() -> None:
     from dataplane.queue import OlafQueue
     from dataplane.switch import Pipeline

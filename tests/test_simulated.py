@@ -139,3 +139,13 @@ def test_feedback_revision_picks_the_queue_and_the_workers_rule_together() -> No
     assert ceilings and all(0.05 <= c <= 1.0 for c in ceilings)
     assert any(s.answered_share == s.answered_share for s in runs[3].timeline)
     assert all(s.loss_ceiling != s.loss_ceiling for s in runs[2].timeline)  # NaN: no ceiling
+
+
+def test_reward_rule_off_and_congested_on_the_virtual_clock() -> None:
+    """``off``: the controller never writes, nothing is DROPPED_REWARD; ``congested`` runs."""
+    base = dict(egress_rate=30_000.0, buffer_bytes=20 * block_bytes(64))
+    off = run_simulated(short(reward_rule="off", **base)).summary()["outcomes"]
+    assert off["DROPPED_REWARD"] == 0 and off["MERGED"] > 0
+    assert run_simulated(short(reward_rule="congested", **base)).summary()["outcomes"]["MERGED"] > 0
+    with pytest.raises(ValueError, match="reward_rule must be one of"):
+        short(reward_rule="never")

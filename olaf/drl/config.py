@@ -113,6 +113,11 @@ class RunConfig:
     """The switch's reward threshold is this fraction of |mean reward of recent DATA|."""
     threshold_floor: float = 1.0
     """Smallest reward threshold (in return units), so that a mean near 0 still merges."""
+    reward_rule: str = "always"
+    """The controller's reward rule (issue 49 item 2): ``always`` (DESIGN.md §3: the
+    threshold every round), ``congested`` (the threshold only while the queue is CONGESTED,
+    read once per ``controller_interval``; otherwise every compatible update merges), ``off``
+    (no threshold: every compatible update merges). Virtual clock and local runs."""
     reward_history: int = 256
     """DATA blocks in the controller's "recent" mean reward."""
     seed: int = 0
@@ -228,6 +233,8 @@ class RunConfig:
             (self.controller_interval > 0, "controller_interval must be > 0"),
             (self.threshold_fraction >= 0, "threshold_fraction must be >= 0"),
             (self.threshold_floor >= 0, "threshold_floor must be >= 0"),
+            (self.reward_rule in ("always", "congested", "off"),
+             "reward_rule must be one of always, congested, off"),
         ]
         for ok, message in checks:
             if not ok:

@@ -426,7 +426,8 @@ def run_experiment(
     # The controller loop, in process: ThresholdLoop's rule, the embedded switch as target.
     controller = ThresholdLoop(embedded_setter(backend.switch, cfg.frac_bits),
                                floor=cfg.threshold_floor, interval=cfg.controller_interval,
-                               fraction=cfg.threshold_fraction)
+                               fraction=cfg.threshold_fraction, rule=cfg.reward_rule,
+                               congested=lambda: backend.switch.queue.congested)
     loop = TrainingLoop(cfg, result, backend, time.time() - offset, controller=controller,
                         progress=progress, tb=tb)
     backend.loop = loop

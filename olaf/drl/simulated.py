@@ -424,7 +424,8 @@ def run_simulated(cfg: RunConfig, progress: Callable[[Snapshot], None] | None = 
 
         tb = TensorBoardLog(tensorboard)
     controller = ThresholdLoop(backend.set_threshold, floor=cfg.threshold_floor,
-                               interval=cfg.controller_interval, fraction=cfg.threshold_fraction)
+                               interval=cfg.controller_interval, fraction=cfg.threshold_fraction,
+                               rule=cfg.reward_rule, congested=lambda: backend.queue.congested)
     loop = TrainingLoop(cfg, result, backend, 0.0, controller=controller, progress=progress,
                         tb=tb)
     # The initial weights are every worker's at once, as the local backend's board is.
