@@ -235,7 +235,7 @@ def _run(ray: Any, cfg: RunConfig, options: RayOptions, result: RunResult, actor
         controller = ThresholdLoop(
             lambda th: ray.get(switch.set_threshold.remote(th), timeout=CALL_TIMEOUT),
             floor=cfg.threshold_floor, interval=cfg.controller_interval,
-            fraction=cfg.threshold_fraction)
+            fraction=cfg.threshold_fraction, rule=cfg.reward_rule)  # congested: refused
     loop = TrainingLoop(cfg, result, backend, t0, controller=controller, progress=progress, tb=tb)
     try:
         loop.run()

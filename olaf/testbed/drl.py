@@ -230,7 +230,8 @@ def run_drl(testbed: Testbed, cfg: RunConfig, *, progress: Callable[[Snapshot], 
     torch.set_num_threads(1)  # the launcher's evaluations must not take both cores
     result = RunResult(cfg, weights_downlink="MODEL messages through the switch")  # hosts.send_paced
     threshold = ThresholdLoop(testbed.control, floor=cfg.threshold_floor,
-                              interval=cfg.controller_interval, fraction=cfg.threshold_fraction)
+                              interval=cfg.controller_interval, fraction=cfg.threshold_fraction,
+                              rule=cfg.reward_rule)  # congested: refused (no CONGESTED read here)
     backend = MininetHosts(testbed, cfg, ps, procs, relays, weights, threshold)
     go.touch()
     loop = TrainingLoop(cfg, result, backend, time.time(), progress=progress)
