@@ -25,6 +25,7 @@ from queue_bench import (
     pull_message,
     random_pauses,
     random_traffic,
+    rtl_config,
     tb_values,
     update_message,
 )
@@ -271,7 +272,7 @@ class ReferenceSwitch:
         table.insert("0.0.0.0/0", FWD_PORT)
         # handle() needs the pipeline, the table and the port numbers, not open sockets.
         switch = EthernetSwitch.__new__(EthernetSwitch)
-        switch.pipeline = Pipeline(OlafQueue(config))
+        switch.pipeline = Pipeline(OlafQueue(rtl_config(config)))
         switch.table = table
         switch.sockets = {IN_PORT: None, FWD_PORT: None}
         switch.forwarded = 0

@@ -10,11 +10,13 @@ the traffic helpers too); building and starting the simulator is sim_runner.py's
 
 from __future__ import annotations
 
+import json
 import os
 import random
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import numpy as np
 from sim_runner import MAX_BLOCKS, MAX_CLUSTERS, V
@@ -30,6 +32,24 @@ CNT_INVALID = 16
 
 
 # ---------------------------------------------------------------- reference model
+RTL_FEEDBACK = 2
+"""The feedback revision the RTL implements (DESIGN.md §3): revision 2, every ACK carries the
+global occupancy. The reference queue's default became revision 3 (dataplane/queue.py); the
+benches compare the RTL with the reference at the RTL's revision, and vector files of another
+revision are not replayed (rtl_vector_files) until the RTL has it."""
+
+
+def rtl_config(config: QueueConfig) -> QueueConfig:
+    """``config`` at the feedback revision the RTL implements."""
+    return replace(config, feedback=RTL_FEEDBACK)
+
+
+def rtl_vector_files(files: Sequence[Path]) -> list[Path]:
+    """The vector files whose feedback revision (config key ``feedback``; absent means 2) is the
+    RTL's."""
+    return [f for f in files if json.loads(f.read_text())["config"].get("feedback", 2) == RTL_FEEDBACK]
+
+
 def config_from_vector(raw: dict) -> QueueConfig:
     """A vector file's ``config`` object as the reference model's QueueConfig."""
     return QueueConfig(
@@ -42,6 +62,7 @@ def config_from_vector(raw: dict) -> QueueConfig:
         threshold=raw["threshold"],
         congestion_threshold=raw["congestion_threshold"],
         cluster_quota=raw.get("cluster_quota"),
+        feedback=raw.get("feedback", 2),
     )
 
 
@@ -60,6 +81,7 @@ class Reference:
     queue: OlafQueue = field(init=False)
 
     def __post_init__(self) -> None:
+        self.config = rtl_config(self.config)
         self.queue = OlafQueue(self.config)
 
     def process(self, messages: Sequence[bytes]) -> list[bytes]:
