@@ -143,7 +143,9 @@ def test_kill_9_of_a_worker_leaves_the_others_served_and_its_queued_blocks_deliv
 @pytest.mark.timeout(180)
 def test_kill_9_of_the_ps_keeps_workers_acknowledged_and_a_new_ps_drains_the_queue() -> None:
     procs: list[Proc] = []
-    with running_switch("--listen", "127.0.0.1:0") as sw:
+    # Feedback revision 2: its ACKs carry the global occupancy, which is what "the queue is
+    # full" below reads (under revision 3 one cluster's full queue of its own blocks says 0).
+    with running_switch("--listen", "127.0.0.1:0", "--feedback", "2") as sw:
         target = f"{sw.address[0]}:{sw.address[1]}"
         try:
             first = ps(target, duration=60)
