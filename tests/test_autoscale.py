@@ -42,9 +42,9 @@ def test_rho_at_one_ends_the_warm_up_and_the_steady_phase_holds_within_the_band(
 
 
 def test_waste_above_the_threshold_shrinks_to_the_useful_share_and_low_waste_grows_back() -> None:
-    a = Autoscaler(AutoscaleConfig(), 128)
-    a.decide(128, sig(4.0))  # rho 4: steady at once
-    d = a.decide(128, sig(4.0, waste=0.75))  # a FIFO at rho 4 drops three quarters
+    a = Autoscaler(AutoscaleConfig(cooldown_windows=0), 128)
+    a.decide(128, sig(1.0))  # rho 1: steady at once
+    d = a.decide(128, sig(1.2, waste=0.75))  # most of what the pool sends is thrown away
     assert (d.workers, d.action) == (32, SHRINK) and "75%" in d.reason
     d = a.decide(32, sig(1.0, waste=0.30))  # under 40 %: no shrink
     assert d.action == HOLD
@@ -53,9 +53,27 @@ def test_waste_above_the_threshold_shrinks_to_the_useful_share_and_low_waste_gro
     assert a.decide(64, sig(0.5, waste=0.95)).workers >= AutoscaleConfig().min_workers
 
 
+def test_rho_above_the_band_shrinks_to_the_pool_that_offers_one_then_a_cooldown_holds() -> None:
+    a = Autoscaler(AutoscaleConfig(), 128)  # cooldown_windows = 2
+    d = a.decide(128, sig(4.0))  # the warm-up ends over the band: shrink at once
+    assert (d.workers, d.action, d.phase) == (32, SHRINK, STEADY) and "rho 4.00 > 1.25" in d.reason
+    assert a.decide(32, sig(1.2)).action == HOLD  # inside the band
+    small = Autoscaler(AutoscaleConfig(), 4)
+    small.decide(2, sig(1.0))
+    d = small.decide(2, sig(1.3))  # two workers at rho 1.3: one would offer about 0.65
+    assert (d.workers, d.action) == (1, SHRINK)
+    # one worker leaves the link idle, but for two windows the pool does not grow back ...
+    assert [small.decide(1, sig(0.6)).action for _ in range(2)] == [HOLD, HOLD]
+    # ... then it does, capped where rho would reach 1.25
+    d = small.decide(1, sig(0.6))
+    assert (d.workers, d.action) == (2, GROW)
+    assert Autoscaler(AutoscaleConfig(min_workers=2, start_workers=2), 8).decide(2, sig(3.0)).workers == 2
+
+
 def test_settings_are_checked() -> None:
     for bad in ({"growth": 1}, {"min_workers": 0}, {"min_workers": 3, "start_workers": 2},
-                {"rho_low": 1.5}, {"waste_grow": 0.5, "waste_shrink": 0.4}, {"window_s": 0.1}):
+                {"rho_low": 1.5}, {"waste_grow": 0.5, "waste_shrink": 0.4}, {"window_s": 0.1},
+                {"cooldown_windows": -1}):
         with pytest.raises(ValueError):
             AutoscaleConfig(**bad)
     with pytest.raises(ValueError):

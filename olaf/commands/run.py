@@ -206,7 +206,7 @@ def run(args: argparse.Namespace) -> int:
                                         resume=resume, chaos=chaos, on_resume=on_resume)
         except RunFailed as exc:
             failed, result = exc, exc.result
-    console.print(summary_table(result.summary()))
+    console.print(summary_table(result.summary(), result.scale_decisions))
     files = write_metrics(result, out) + write_plots(result, out)
     console.print(f"wrote {len(files)} files to {out}/: " + ", ".join(p.name for p in files))
     if failed is not None:

@@ -25,9 +25,13 @@ The phases:
 * **steady**: hold while rho stays within [``rho_low``, ``rho_high``] and the applied
   blocks/s within ``throughput_band`` of the reference taken when the phase began;
   shrink to the share of the pool that was not wasted when the waste exceeds
-  ``waste_shrink``; grow back (×2, capped as in the warm-up) when the waste is below
-  ``waste_grow`` and rho below ``rho_low``. A throughput that leaves the band without
-  either is taken as the new reference.
+  ``waste_shrink``, and to the pool that would offer rho 1 when rho exceeds
+  ``rho_high`` (a link that carries less than the pool offers queues and drops the rest,
+  whichever mode the switch runs); grow back (×2, capped as in the warm-up) when the
+  waste is below ``waste_grow`` and rho below ``rho_low``, but not within
+  ``cooldown_windows`` of a shrink, so that a small pool on a noisy rho does not flip
+  every window. A throughput that leaves the band without either is taken as the new
+  reference.
 
 Every decision has a reason in words; the loop writes it to timeline.csv. The policy is
 pure (no clock, no processes): ``tests/test_autoscale.py`` drives it with synthetic
@@ -64,6 +68,8 @@ class AutoscaleConfig:
     window_s: float = 1.0
     """Run seconds between decisions (simulated seconds on the virtual clock), at least
     ``MIN_WINDOW_S``."""
+    cooldown_windows: int = 2
+    """Windows after a shrink in which the steady phase does not grow back."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_workers <= self.start_workers:
@@ -79,6 +85,8 @@ class AutoscaleConfig:
                              f"{self.waste_grow}, {self.waste_shrink}")
         if not 0 < self.throughput_band < 1:
             raise ValueError("autoscale.throughput_band must be in (0, 1)")
+        if self.cooldown_windows < 0:
+            raise ValueError(f"autoscale.cooldown_windows must be >= 0, got {self.cooldown_windows}")
         if self.window_s < MIN_WINDOW_S:
             raise ValueError(f"autoscale.window_s must be >= {MIN_WINDOW_S} (the worker "
                              f"processes report their senders every {MIN_WINDOW_S} s), got "
@@ -113,6 +121,8 @@ class Autoscaler:
         self.config, self.max_workers = config, max_workers
         self.phase = WARMUP
         self.reference: float | None = None
+        self.cooldown = 0
+        """Windows left in which the steady phase may not grow back."""
 
     def decide(self, workers: int, s: Signals) -> Decision:
         """The pool for the next window, given ``workers`` now and the last window's signals."""
@@ -137,13 +147,18 @@ class Autoscaler:
 
     def _steady(self, workers: int, s: Signals, prefix: str = "") -> Decision:
         c = self.config
+        cooling, self.cooldown = self.cooldown > 0, max(0, self.cooldown - 1)
         if s.waste > c.waste_shrink:
             target = max(c.min_workers, math.ceil(workers * (1 - s.waste)))
             if target < workers:
-                self.reference = None  # the next window sets it at the new size
-                return Decision(target, SHRINK, STEADY, f"{prefix}shrink: {s.waste:.0%} of "
-                                f"the updates wasted (> {c.waste_shrink:.0%})")
-        if s.waste < c.waste_grow and s.rho < c.rho_low:
+                return self._shrink(target, f"{prefix}shrink: {s.waste:.0%} of the updates "
+                                    f"wasted (> {c.waste_shrink:.0%})")
+        if s.rho > c.rho_high:
+            target = max(c.min_workers, math.floor(workers / s.rho))
+            if target < workers:
+                return self._shrink(target, f"{prefix}shrink: rho {s.rho:.2f} > {c.rho_high:g}, "
+                                    f"{target} worker{'s' if target != 1 else ''} would offer about 1")
+        if s.waste < c.waste_grow and s.rho < c.rho_low and not cooling:
             target = self._capped(workers, workers * 2, s.rho)
             if target > workers:
                 self.reference = None
@@ -160,6 +175,11 @@ class Autoscaler:
                             f"outside ±{c.throughput_band:.0%}, new reference")
         return Decision(workers, HOLD, STEADY, f"{prefix}hold: rho {s.rho:.2f}, throughput "
                         f"{change:+.0%}, {s.waste:.0%} wasted")
+
+    def _shrink(self, target: int, reason: str) -> Decision:
+        self.reference = None  # the next window sets it at the new size
+        self.cooldown = self.config.cooldown_windows
+        return Decision(target, SHRINK, STEADY, reason)
 
     def _capped(self, workers: int, wanted: int, rho: float) -> int:
         """``wanted``, but no more than the run's ``max_workers`` nor the pool the measured rho says

@@ -189,7 +189,22 @@ SUMMARY_ROWS = (
 )
 
 
-def summary_table(summary: dict[str, Any]) -> Table:
+def pool_decisions(decisions: Sequence[Sequence[Any]]) -> str:
+    """The autoscaler's decisions in one line: how many of each, and the pool sizes in order
+    (each decision is ``[t, workers, action, phase, rho, waste, applied/s, reason]``)."""
+    counts = {a: sum(d[2] == a for d in decisions) for a in ("grow", "hold", "shrink")}
+    sizes = [decisions[0][1]]
+    for d in decisions[1:]:
+        if d[1] != sizes[-1]:
+            sizes.append(d[1])
+    return (", ".join(f"{n} {a}" for a, n in counts.items()) + "; the pool they made "
+            + " → ".join(str(n) for n in sizes))
+
+
+def summary_table(summary: dict[str, Any],
+                  scale_decisions: Sequence[Sequence[Any]] = ()) -> Table:
+    """The run's summary as a table; with ``scale_decisions`` (``RunResult.scale_decisions``)
+    a row that counts the autoscaler's decisions and the pools they made."""
     table = Table(title=f"olaf run: {summary['env']}, {summary['workers']} workers, "
                         f"{summary.get('variant', summary['mode'])}, "
                         f"pull {summary['pull_rate']:g}/s, seed {summary['seed']}")
@@ -218,6 +233,8 @@ def summary_table(summary: dict[str, Any]) -> Table:
             value = _fmt(summary.get(key), digits)
         # The rows of the run's evaluation name its policy (RunConfig.eval_policy).
         table.add_row(label.format(policy=summary.get("eval_policy", "greedy")), value)
+    if scale_decisions:
+        table.add_row("pool decisions (elastic auto)", pool_decisions(scale_decisions))
     outcomes = summary.get("outcomes", {})
     table.add_row("switch outcomes", " ".join(f"{k.lower()}={v:,}" for k, v in outcomes.items()))
     return table
