@@ -142,9 +142,11 @@ control OlafIngressDeparser(packet_out pkt,
     Checksum() ipv4_checksum;
 
     apply {
+#ifndef OLAF_ONE_PASS
         if (ig_dprsr_md.resubmit_type == RESUBMIT_TYPE_OLAF) {
             resubmit.emit(md.resub);
         }
+#endif
         if (hdr.ipv4.isValid()) {
             hdr.ipv4.hdrChecksum = ipv4_checksum.update({
                 hdr.ipv4.version,

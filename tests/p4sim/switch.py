@@ -13,7 +13,7 @@ from tests.p4sim.errors import P4SimError, ParserError
 from tests.p4sim.externs import Externs
 from tests.p4sim.preprocess import preprocess, tokenize
 from tests.p4sim.syntax import Control, ParserDecl, parse_program
-from tests.p4sim.tna import TNA_RECIRC_PORTS, TNA_TYPES
+from tests.p4sim.tna import TNA_DROP_PORT, TNA_RECIRC_PORTS, TNA_TYPES
 from tests.p4sim.values import Header, Stack, Struct, T, Val, Var
 
 
@@ -33,7 +33,8 @@ class Packet:
 class Switch(Externs):
     """The program loaded, with its register and counter state, one packet at a time."""
 
-    def __init__(self, main: Path, defines: dict[str, str] | None = None, seed: int = 0) -> None:
+    def __init__(self, main: Path, defines: dict[str, str] | None = None, seed: int = 0,
+                 model_resubmit: bool = True) -> None:
         macro = dict(defines or {})
         self.program = parse_program(tokenize(preprocess(main, macro), macro))
         if self.program.arch != "tna":
@@ -48,6 +49,10 @@ class Switch(Externs):
         self.index_types: dict[str, T] = {}
         self.counters: dict[str, list[int]] = {}
         self.rng = random.Random(seed)
+        # False: one ingress pass per packet, as P4Testgen's Tofino target models it (it sets
+        # resubmit_flag to 0 and implements no Resubmit.emit): a packet its first pass
+        # resubmits comes out nowhere, so that its tests replay against the same model.
+        self.model_resubmit = model_resubmit
         self.resubmits = 0
         self.recirculations = 0
         self.entries: dict[str, list[tuple[tuple[int, ...], str, list[int]]]] = {}
@@ -398,6 +403,9 @@ class Switch(Externs):
         tm = self.new(("named", "ingress_intrinsic_metadata_for_tm_t"))
         self.run_control(ingress, [hdr, md, ig_intr_md, prsr, dprsr, tm], {"__packet__": packet})
         out_frame = self.deparse(ig_deparser, packet, [hdr, md, dprsr])
+        if dprsr["resubmit_type"].v != 0 and not self.model_resubmit:
+            # Resubmitted: this pass sends nothing out (P4Testgen's model ends here).
+            return "drop", None
         if dprsr["resubmit_type"].v != 0:
             if resubmit is not None:
                 raise P4SimError("Tofino resubmits a packet at most once")
@@ -405,9 +413,9 @@ class Switch(Externs):
                 raise P4SimError("resubmit without an 8-byte resubmit header")
             self.resubmits += 1
             return "again", (original, port, packet.resubmit)
-        if dprsr["drop_ctl"].v & 1:
-            return "drop", None
         egress_port = tm["ucast_egress_port"].v
+        if dprsr["drop_ctl"].v & 1 or egress_port == TNA_DROP_PORT:
+            return "drop", None
         eintr = self.new(("named", "egress_intrinsic_metadata_t"))
         eintr.set_valid()
         eintr.values["egress_port"] = egress_port

@@ -35,3 +35,6 @@ TNA_TYPES: dict[str, tuple[str, list[tuple[Any, str]]]] = {
     "egress_intrinsic_metadata_for_output_port_t": ("struct", [(T(1), "capture_tstamp_on_tx")]),
 }
 TNA_RECIRC_PORTS = frozenset({68})
+TNA_DROP_PORT = 511
+"""A unicast egress port that drops: P4Testgen's Tofino target (DROP_CONSTANT in
+targets/tofino/constants.h) drops what ingress sends there; no OLAF topology uses it."""

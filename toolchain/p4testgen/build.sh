@@ -221,7 +221,7 @@ install_prefix() {
     echo "p4c commit: $P4C_COMMIT"
     echo "inja: $INJA_COMMIT  spdlog: $SPDLOG_REF  abseil: $ABSEIL_REF  p4runtime: $P4RUNTIME_COMMIT"
     echo "z3: $Z3_WHEEL"
-    LD_LIBRARY_PATH="$PREFIX/lib" "$PREFIX/bin/p4testgen" --version 2>&1 || true
+    LD_LIBRARY_PATH="$PREFIX/lib" "$PREFIX/bin/p4testgen" --target tofino --arch tna --version 2>&1 || true
   } >"$PREFIX/VERSION"
   cat "$PREFIX/VERSION"
 }
