@@ -489,8 +489,12 @@ def test_star4_learns_through_bmv2_with_the_loss_ceiling(tmp_path: Path) -> None
     assert summary["best_eval_return"] >= BMV2_GREEDY_FLOOR, (
         summary["best_eval_return"], summary["stopped_by"], summary["wall_time_s"])
     with (out / "timeline.csv").open() as f:
-        assert len(list(csv.DictReader(f))) > 10  # the run's timeline (the testbed's
-        # workers do not yet report their loss ceiling into it: its column is empty here)
+        rows = list(csv.DictReader(f))
+    assert len(rows) > 10
+    # The worker hosts report revision 3's loss ceiling and answered share into it.
+    ceilings = [float(r["loss_ceiling"]) for r in rows if r["loss_ceiling"]]
+    assert ceilings and all(0 < c <= 1 for c in ceilings)
+    assert any(r["answered_share"] for r in rows)
 
 
 @BMV2_ON_MININET

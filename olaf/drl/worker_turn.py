@@ -101,6 +101,11 @@ class Progress:
         return out
 
 
+TX_FIELDS = ("sent", "skipped", "probes", "p_s_sum", "ceiling_sum", "ceilings", "due_blocks",
+             "answered_due_blocks")
+"""The keys of ``tx_totals``, in the order the testbed's worker hosts print them."""
+
+
 def tx_totals(stats: list[dict[str, Any]]) -> dict[str, float]:
     """What a worker process reports of its senders: sums of updates, probes and P_s, of
     the loss ceilings L (``ceilings`` senders have one: revision 3) and of the blocks of

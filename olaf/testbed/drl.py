@@ -39,6 +39,7 @@ from olaf.drl.config import RunConfig
 from olaf.drl.core import Status, TrainingLoop, finish_returns, real_clock
 from olaf.drl.evaluation import Evaluator
 from olaf.drl.results import EvalScores, RunResult, Snapshot
+from olaf.drl.worker_turn import TX_FIELDS
 from olaf.testbed.hosts import config_json, read_weights
 from worker_transport.protocol import OLAF_PORT
 
@@ -117,12 +118,11 @@ class MininetHosts:
             self.ps_state.update(version=int(f[0]), applied=int(f[1]), aom=float(f[2]),
                                  staleness=tuple(map(float, f[3:6])),
                                  update_age_ms=tuple(map(float, f[6:9])))
-        elif kind == "progress" and len(f) == 5:
+        elif kind == "progress" and len(f) == 1 + len(TX_FIELDS):
             # Workers report running totals; the loop counts new steps.
             total = int(f[0])
             loop.progress(name, total - self.steps.get(name, 0), [],
-                          {"sent": float(f[1]), "skipped": float(f[2]), "probes": float(f[3]),
-                           "p_s_sum": float(f[4])})
+                          dict(zip(TX_FIELDS, map(float, f[1:]), strict=True)))
             self.steps[name] = total
         elif kind == "rewards" and f:
             self.threshold.report(float(f[0]))

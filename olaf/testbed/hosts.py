@@ -56,7 +56,7 @@ from olaf.drl.controller import RecentRewards
 from olaf.drl.core import PsApply, RecentDelivery
 from olaf.drl.learners import parameter_server, run_model
 from olaf.drl.policies import RunPolicies
-from olaf.drl.worker_turn import build_worker, take_turn, worker_seed
+from olaf.drl.worker_turn import TX_FIELDS, build_worker, take_turn, tx_totals, worker_seed
 from olaf.shutdown import stop_on_signals
 from worker_transport.codec import Batch, decode, encode_array
 from worker_transport.fixedpoint import from_fixed, join_blocks, split_blocks, to_fixed
@@ -315,9 +315,10 @@ def worker_main(args: argparse.Namespace) -> int:
     steps = 0
 
     def report() -> None:
-        st = sender.stats()
-        print(f"progress {steps} {st['sent_updates']} {st['skipped_updates']} "
-              f"{st['probe_updates']} {st['p_s_sum']:.6f}", flush=True)
+        # The same totals a local worker process reports (``tx_totals``), revision 3's loss
+        # ceiling and answered blocks included, in TX_FIELDS order.
+        tx = tx_totals([sender.stats()])
+        print(f"progress {steps} " + " ".join(f"{tx[k]:.6f}" for k in TX_FIELDS), flush=True)
 
     try:
         deadline = time.monotonic() + args.weights_timeout
