@@ -187,6 +187,33 @@ def test_ray_backend_trains_through_the_software_switch(ray_head: tuple[str, dic
     assert s["evaluations"] >= 1 and s["final_eval_return"] > 0
 
 
+def test_elastic_auto_sizes_the_ray_pool_itself(ray_head: tuple[str, dict[str, str]],
+                                               tmp_path: Path) -> None:
+    """--elastic auto on Ray: one worker at first, the warm-up grows the pool (a link ten
+    times the default's), every decision in timeline.csv, and the worker actors run only the
+    active ids (fewer worker-seconds than the ceiling's)."""
+    import csv
+
+    address, env = ray_head
+    out = tmp_path / "auto"
+    proc = _olaf("run", "--backend", "ray", "--address", address, "--switch-port", "0",
+                 "--elastic", "auto", "--workers", "4", "--processes", "2",
+                 "--total-steps", "40000", "--duration", "120", "--eval-every", "1000000",
+                 "--eval-episodes", "2", "--egress-rate", "2920000", "--buffer-bytes", "292000",
+                 "--set", "autoscale.window_s=1", "--out", str(out), env=env, timeout=RUN_TIMEOUT)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    s = _summary(out)
+    with (out / "timeline.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    decisions = [r for r in rows if r["decision"]]
+    assert decisions and decisions[0]["decision"] == "grow"
+    assert int(rows[0]["active_workers"]) == 1
+    sizes = [n for _, n in s["worker_changes"]]
+    assert sizes and sizes[0] > 1 and max(sizes) <= 4
+    assert s["scaling"] == "auto" and s["active_workers"] == sizes[-1]
+    assert s["worker_seconds"] < 4 * s["wall_time_s"]
+
+
 def test_ray_backend_trains_through_a_switch_given_by_address(
         ray_head: tuple[str, dict[str, str]], tmp_path: Path) -> None:
     address, env = ray_head

@@ -158,7 +158,7 @@ class Backend(Protocol):
     def wait(self, seconds: float) -> None:
         """Let ``seconds`` pass before the next loop step."""
 
-    # Backends that run ``scaling="auto"`` (local processes, the virtual clock) also have
+    # Backends that run ``scaling="auto"`` (local processes, Ray, the virtual clock) also have
     # ``set_workers(n)``: ids 0..n-1 active from now (olaf.drl.autoscale).
 
 

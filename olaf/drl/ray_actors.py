@@ -23,6 +23,7 @@ from dataplane.switch import UdpSwitch
 from olaf.drl.config import RunConfig
 from olaf.drl.controller import RecentRewards, embedded_setter
 from olaf.drl.core import PsApply, RecentDelivery
+from olaf.drl.elastic import MAX_WORKER_BITS, ElasticAoM, worker_bits
 from olaf.drl.evaluation import Evaluator
 from olaf.drl.learners import parameter_server, run_model
 from olaf.drl.policies import RunPolicies
@@ -33,6 +34,8 @@ from worker_transport.receiver import Receiver
 from worker_transport.transport import UdpTransport
 
 READY_TIMEOUT = 300.0
+IDLE_WAIT_S = 0.05
+"""A worker process none of whose workers is active looks again after this long."""
 """Seconds the actors get to be placed, import torch and build their workers."""
 WORKER_NICENESS = 5
 """As in the local backend: workers yield the CPU to a switch or PS on the same node."""
@@ -88,7 +91,9 @@ class ParameterServerHost:
         torch.set_num_threads(1)
         self.cfg = cfg
         self.ps = parameter_server(cfg, run_model(cfg))
-        self.policies = RunPolicies(cfg, self.ps)
+        # --elastic auto: the policies keep the pool's flags here; the driver tells the
+        # worker actors which ids run (WorkerHost.set_active).
+        self.policies = RunPolicies(cfg, self.ps, bytearray(cfg.workers) if cfg.scaling == "auto" else None)
         self.rewards = RecentRewards(cfg.reward_history)
         self.apply = PsApply(self.ps, self.policies, self.rewards)
         self.published = self.ps.snapshot()
@@ -106,12 +111,16 @@ class ParameterServerHost:
     def start(self, switch_address: tuple[str, int]) -> float:
         """Start pulling from the switch and publishing; returns the run's t0 (epoch s)."""
         cfg = self.cfg
+        bits = min(cfg.workers, MAX_WORKER_BITS)
+        aom = ElasticAoM(active_bits=worker_bits(list(range(cfg.workers)), bits), workers=bits)
         self.receiver = Receiver(UdpTransport(tuple(switch_address)), values=cfg.values,
                                  frac_bits=cfg.frac_bits, pull_rate=cfg.pull_rate,
-                                 on_batch=self.apply, workers=min(cfg.workers, 32))
+                                 on_batch=self.apply, aom=aom)
         self.delivery = RecentDelivery(self.apply.data, lambda: self.receiver.aom.series.ages_ms)
         self.t0 = self.apply.t0 = self.receiver.aom.start_us / 1e6
         self.policies.start(self.t0)
+        if cfg.scaling == "auto":  # the pool starts small, as the policies' worker-seconds do
+            self.set_workers(cfg.autoscale.start_workers, self.t0)
         self.receiver.start()
         self._publisher = threading.Thread(target=self._publish, name="olaf-ps-publish",
                                            daemon=True)
@@ -133,6 +142,14 @@ class ParameterServerHost:
 
     def recent_rewards(self) -> list[float]:
         return self.rewards.snapshot()
+
+    def set_workers(self, n: int, now: float) -> None:
+        """``--elastic auto``: ids 0..n-1 active from ``now`` (epoch s), for the worker-seconds
+        and the AoM's active set."""
+        self.policies.set_workers(n, now)
+        if self.receiver is not None:
+            aom = self.receiver.aom
+            aom.set_active(worker_bits(list(range(n)), aom.workers), int(now * 1e6))
 
     def status(self) -> dict[str, Any]:
         """What the driver's timeline samples: version, blocks, AoM now, queue feedback."""
@@ -247,6 +264,8 @@ class WorkerHost:
         """Held around ``_progress``: ``progress`` is called while ``run`` goes on."""
         self._stop = threading.Event()
         self._progress = Progress()
+        self._active = frozenset(worker_ids)
+        """The logical workers that take turns (``set_active``: ``--elastic auto``)."""
 
     def ready(self) -> dict[str, Any]:
         """Where this process runs, once its workers hold the PS's first weights."""
@@ -257,7 +276,13 @@ class WorkerHost:
     def run(self) -> list[dict[str, Any]]:
         """Roll out and send until ``stop``; returns every sender's statistics."""
         while not self._stop.is_set():
+            active = self._active
+            if not any(worker.worker_id in active for worker, _ in self.pool):
+                self._stop.wait(IDLE_WAIT_S)
+                continue
             for worker, sender in self.pool:
+                if worker.worker_id not in active:
+                    continue
                 grad = take_turn(worker, sender, self.channel.read)
                 with self._lock:
                     self._progress.add(worker.worker_id, grad, time.time())
@@ -279,6 +304,11 @@ class WorkerHost:
             for name, n in st["outcomes"].items():
                 outcomes[name] = outcomes.get(name, 0) + n
         return steps, episodes, {**tx_totals(stats), "outcomes": outcomes}, learner
+
+    def set_active(self, worker_ids: list[int]) -> None:
+        """``--elastic auto``: only these of this process's workers take turns from now (a
+        turn under way ends first); replaced whole, so ``run`` reads it without a lock."""
+        self._active = frozenset(worker_ids)
 
     def stop(self) -> None:
         self._stop.set()

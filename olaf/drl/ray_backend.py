@@ -116,9 +116,10 @@ def import_ray() -> Any:
 
 def check_config(cfg: RunConfig) -> None:
     """ValueError for what this backend cannot run (nothing is started)."""
-    if cfg.scaling != "fixed":
+    if cfg.scaling not in ("fixed", "auto"):
         raise ValueError(f"--scaling {cfg.scaling} is not supported with --backend ray "
-                         "(its worker flags live in one machine's shared memory)")
+                         "(its worker flags live in one machine's shared memory); "
+                         "--elastic auto is")
 
 
 def _connect(ray: Any, address: str) -> None:
@@ -226,8 +227,10 @@ def _run(ray: Any, cfg: RunConfig, options: RayOptions, result: RunResult, actor
     result.placement = placed
     # The clock starts when every worker is built, as in the local backend.
     t0 = _get(ray, actors.ps.start.remote(switch_address), CALL_TIMEOUT, "the parameter server")
-    runs = [w.run.remote() for w in actors.workers]
-    backend = RayActors(ray, cfg, actors, runs)
+    backend = RayActors(ray, cfg, actors, [])
+    if cfg.scaling == "auto":
+        backend.set_workers(cfg.autoscale.start_workers, at_start=True)
+    backend.runs = [w.run.remote() for w in actors.workers]
     controller = None
     if actors.switch is not None:
         # A switch given by address keeps its own threshold (set it over P4Runtime).
@@ -257,6 +260,19 @@ class RayActors:
         self.pending_eval: Any = None
         self.next_progress = 0.0
         self.tx: dict[int, dict[str, Any]] = {}
+        self.pool = cfg.workers
+
+    def set_workers(self, n: int, at_start: bool = False) -> None:
+        """``--elastic auto``: ids 0..n-1 take turns from now, in whichever worker actor
+        holds them (``_run`` gives actor p the ids p, p + P, ...); the PS counts the
+        worker-seconds and the AoM's active set (it did so itself ``at_start``)."""
+        nproc = len(self.actors.workers)
+        calls = [w.set_active.remote([i for i in range(p, self.cfg.workers, nproc) if i < n])
+                 for p, w in enumerate(self.actors.workers)]
+        if not at_start:
+            calls.append(self.actors.ps.set_workers.remote(n, time.time()))
+        _get(self.ray, calls, CALL_TIMEOUT, "the pool's change")
+        self.pool = n
 
     def now(self) -> float:
         return real_clock()
@@ -319,7 +335,7 @@ class RayActors:
             occupied = 0 if util is None else round(util * cfg.capacity / 255)
         return Status(aom_ms=status["aom_ms"], occupied=occupied, outcomes=outcomes,
                       model_version=status["model_version"],
-                      blocks_applied=status["blocks_applied"], active_workers=cfg.workers,
+                      blocks_applied=status["blocks_applied"], active_workers=self.pool,
                       staleness=tuple(status["staleness"]),
                       update_age_ms=tuple(status["update_age_ms"]))
 
@@ -355,7 +371,7 @@ class RayActors:
             with contextlib.suppress(Exception):
                 loop.evaluation(*ray.get(self.pending_eval, timeout=READY_TIMEOUT))
         result.senders = finals
-        result.active_workers = self.cfg.workers
+        result.active_workers = self.pool
         ps = _get(ray, actors.ps.finish.remote(), CALL_TIMEOUT, "the parameter server")
         result.wall_time = time.time() - loop.t0
         result.model_version, result.blocks_applied = ps["model_version"], ps["blocks_applied"]
