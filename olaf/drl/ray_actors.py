@@ -34,11 +34,16 @@ from worker_transport.receiver import Receiver
 from worker_transport.transport import UdpTransport
 
 READY_TIMEOUT = 300.0
-IDLE_WAIT_S = 0.05
-"""A worker process none of whose workers is active looks again after this long."""
 """Seconds the actors get to be placed, import torch and build their workers."""
 WORKER_NICENESS = 5
 """As in the local backend: workers yield the CPU to a switch or PS on the same node."""
+IDLE_WAIT_S = 0.05
+"""A worker process none of whose workers is active looks again after this long."""
+
+
+def first_pool(cfg: RunConfig) -> int:
+    """The workers active when training starts: all, or ``--elastic auto``'s first pool."""
+    return cfg.autoscale.start_workers if cfg.scaling == "auto" else cfg.workers
 
 
 def _nice() -> None:
@@ -112,15 +117,13 @@ class ParameterServerHost:
         """Start pulling from the switch and publishing; returns the run's t0 (epoch s)."""
         cfg = self.cfg
         bits = min(cfg.workers, MAX_WORKER_BITS)
-        aom = ElasticAoM(active_bits=worker_bits(list(range(cfg.workers)), bits), workers=bits)
+        aom = ElasticAoM(active_bits=worker_bits(list(range(first_pool(cfg))), bits), workers=bits)
         self.receiver = Receiver(UdpTransport(tuple(switch_address)), values=cfg.values,
                                  frac_bits=cfg.frac_bits, pull_rate=cfg.pull_rate,
                                  on_batch=self.apply, aom=aom)
         self.delivery = RecentDelivery(self.apply.data, lambda: self.receiver.aom.series.ages_ms)
         self.t0 = self.apply.t0 = self.receiver.aom.start_us / 1e6
         self.policies.start(self.t0)
-        if cfg.scaling == "auto":  # the pool starts small, as the policies' worker-seconds do
-            self.set_workers(cfg.autoscale.start_workers, self.t0)
         self.receiver.start()
         self._publisher = threading.Thread(target=self._publish, name="olaf-ps-publish",
                                            daemon=True)
@@ -147,9 +150,8 @@ class ParameterServerHost:
         """``--elastic auto``: ids 0..n-1 active from ``now`` (epoch s), for the worker-seconds
         and the AoM's active set."""
         self.policies.set_workers(n, now)
-        if self.receiver is not None:
-            aom = self.receiver.aom
-            aom.set_active(worker_bits(list(range(n)), aom.workers), int(now * 1e6))
+        aom = self.receiver.aom
+        aom.set_active(worker_bits(list(range(n)), aom.workers), int(now * 1e6))
 
     def status(self) -> dict[str, Any]:
         """What the driver's timeline samples: version, blocks, AoM now, queue feedback."""
@@ -264,8 +266,8 @@ class WorkerHost:
         """Held around ``_progress``: ``progress`` is called while ``run`` goes on."""
         self._stop = threading.Event()
         self._progress = Progress()
-        self._active = frozenset(worker_ids)
-        """The logical workers that take turns (``set_active``: ``--elastic auto``)."""
+        self._active = frozenset(w for w in worker_ids if w < first_pool(cfg))
+        """The logical workers that take turns (``set_workers``: ``--elastic auto``)."""
 
     def ready(self) -> dict[str, Any]:
         """Where this process runs, once its workers hold the PS's first weights."""
@@ -305,10 +307,10 @@ class WorkerHost:
                 outcomes[name] = outcomes.get(name, 0) + n
         return steps, episodes, {**tx_totals(stats), "outcomes": outcomes}, learner
 
-    def set_active(self, worker_ids: list[int]) -> None:
-        """``--elastic auto``: only these of this process's workers take turns from now (a
-        turn under way ends first); replaced whole, so ``run`` reads it without a lock."""
-        self._active = frozenset(worker_ids)
+    def set_workers(self, n: int) -> None:
+        """``--elastic auto``: this process's workers with ids below ``n`` take turns from now
+        (a turn under way ends first); replaced whole, so ``run`` reads it without a lock."""
+        self._active = frozenset(worker.worker_id for worker, _ in self.pool if worker.worker_id < n)
 
     def stop(self) -> None:
         self._stop.set()

@@ -58,6 +58,7 @@ from olaf.drl.ray_actors import (
     ParameterServerHost,
     SwitchHost,
     WorkerHost,
+    first_pool,
 )
 from olaf.drl.report import write_metrics, write_plots
 from olaf.drl.results import RunResult
@@ -227,10 +228,8 @@ def _run(ray: Any, cfg: RunConfig, options: RayOptions, result: RunResult, actor
     result.placement = placed
     # The clock starts when every worker is built, as in the local backend.
     t0 = _get(ray, actors.ps.start.remote(switch_address), CALL_TIMEOUT, "the parameter server")
-    backend = RayActors(ray, cfg, actors, [])
-    if cfg.scaling == "auto":
-        backend.set_workers(cfg.autoscale.start_workers, at_start=True)
-    backend.runs = [w.run.remote() for w in actors.workers]
+    runs = [w.run.remote() for w in actors.workers]
+    backend = RayActors(ray, cfg, actors, runs)
     controller = None
     if actors.switch is not None:
         # A switch given by address keeps its own threshold (set it over P4Runtime).
@@ -260,17 +259,13 @@ class RayActors:
         self.pending_eval: Any = None
         self.next_progress = 0.0
         self.tx: dict[int, dict[str, Any]] = {}
-        self.pool = cfg.workers
+        self.pool = first_pool(cfg)
 
-    def set_workers(self, n: int, at_start: bool = False) -> None:
-        """``--elastic auto``: ids 0..n-1 take turns from now, in whichever worker actor
-        holds them (``_run`` gives actor p the ids p, p + P, ...); the PS counts the
-        worker-seconds and the AoM's active set (it did so itself ``at_start``)."""
-        nproc = len(self.actors.workers)
-        calls = [w.set_active.remote([i for i in range(p, self.cfg.workers, nproc) if i < n])
-                 for p, w in enumerate(self.actors.workers)]
-        if not at_start:
-            calls.append(self.actors.ps.set_workers.remote(n, time.time()))
+    def set_workers(self, n: int) -> None:
+        """``--elastic auto``: ids 0..n-1 take turns from now, in whichever worker actor holds
+        them; the PS counts the worker-seconds and the AoM's active set."""
+        calls = [w.set_workers.remote(n) for w in self.actors.workers]
+        calls.append(self.actors.ps.set_workers.remote(n, time.time()))
         _get(self.ray, calls, CALL_TIMEOUT, "the pool's change")
         self.pool = n
 
