@@ -403,10 +403,10 @@ class Switch(Externs):
         tm = self.new(("named", "ingress_intrinsic_metadata_for_tm_t"))
         self.run_control(ingress, [hdr, md, ig_intr_md, prsr, dprsr, tm], {"__packet__": packet})
         out_frame = self.deparse(ig_deparser, packet, [hdr, md, dprsr])
-        if dprsr["resubmit_type"].v != 0 and not self.model_resubmit:
-            # Resubmitted: this pass sends nothing out (P4Testgen's model ends here).
-            return "drop", None
         if dprsr["resubmit_type"].v != 0:
+            if not self.model_resubmit:
+                # Resubmitted: this pass sends nothing out (P4Testgen's model ends here).
+                return "drop", None
             if resubmit is not None:
                 raise P4SimError("Tofino resubmits a packet at most once")
             if packet.resubmit is None or len(packet.resubmit) != 8:
