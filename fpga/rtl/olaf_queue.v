@@ -177,6 +177,9 @@ module olaf_queue #(
     wire [MAX_CAPACITY-1:0] live;
     wire [MAX_CAPACITY*AW-1:0] f_m_seg;     // m_seg[i] at [i*AW +: AW]
     wire [NSEG*AW-1:0] f_free_list;         // free_list[i] at [i*AW +: AW]
+    wire fs_v;                               // a read-out segment on its way back to the ring
+    wire f_dq_room, f_pend_room;
+    wire [AW-1:0] fs_seg;
     wire [GW-1:0] avail_head;
     wire b_v, l_v, r_v, c_v;
     wire [BCW-1:0] b_nb, l_nb, r_nb, c_nb;
@@ -234,7 +237,8 @@ module olaf_queue #(
         .f_b_nb(b_nb), .f_l_nb(l_nb), .f_r_nb(r_nb), .f_c_nb(c_nb),
         .f_r_full(r_full), .f_r_empty(r_empty), .f_r_h_seg(r_h_seg), .f_c_h_seg(c_h_seg),
         .f_c_enqueue(c_enqueue), .f_c_store(c_store), .f_c_merge(c_merge), .f_c_pop(c_pop),
-        .f_c_pull(c_pull), .f_dq_ready(dq_ready), .f_dq_depth(dq_depth)
+        .f_c_pull(c_pull), .f_dq_ready(dq_ready), .f_dq_depth(dq_depth),
+        .f_fs_v(fs_v), .f_fs_seg(fs_seg), .f_dq_room(f_dq_room), .f_pend_room(f_pend_room)
 `endif
     );
 
@@ -311,7 +315,7 @@ module olaf_queue #(
     reg [GW:0] f_free;
     always @(posedge clk)
         if (rst) f_free <= NSEG;
-        else f_free <= f_free - c_enqueue + free_seg_valid;
+        else f_free <= f_free - c_enqueue + fs_v;
 
     integer fi, fj;
     reg [OW:0] f_live_count;
@@ -377,7 +381,7 @@ module olaf_queue #(
 
     // Every segment not in the free ring: live slots' and those awaiting readout (a DATA
     // decision not yet passed to the response list, or a DATA response).
-    localparam integer F_NIT = NSEG + MAX_CAPACITY + DQ_DEPTH + RQ_DEPTH;
+    localparam integer F_NIT = NSEG + MAX_CAPACITY + DQ_DEPTH + RQ_DEPTH + 1;
     reg [F_NIT-1:0] f_it_v;
     reg [AW-1:0] f_it_seg [0:F_NIT-1];
     reg [PW+4:0] f_pend_count;
@@ -413,6 +417,10 @@ module olaf_queue #(
             f_it_seg[NSEG + MAX_CAPACITY + DQ_DEPTH + fi] = f_rq_ent[RQ_W-2 -: AW];
             f_pend_count = f_pend_count + f_it_v[NSEG + MAX_CAPACITY + DQ_DEPTH + fi];
         end
+        // The segment the output stage handed back last cycle, not in the ring yet.
+        f_it_v[F_NIT - 1] = fs_v;
+        f_it_seg[F_NIT - 1] = fs_seg;
+        f_pend_count = f_pend_count + fs_v;
     end
     wire [SW:0] f_rel_w = write_ptr >= read_ptr ? write_ptr - read_ptr : write_ptr + cap - read_ptr;
 
@@ -431,6 +439,10 @@ module olaf_queue #(
         // Decide pipeline: a message enters B only with B and L empty, so the only two
         // stages busy at once are B and C; R and C therefore see the state L read.
         assert (!(b_v && l_v) && !(b_v && r_v) && !(l_v && r_v) && !(l_v && c_v) && !(r_v && c_v));
+        // The room checks registered a cycle early (decide's dq_room, pend_room) still
+        // promise room for the two messages ahead of one that H may take now.
+        if (f_dq_room && !b_v && !l_v) assert ({1'b0, dq_depth} + r_v + c_v < DQ_DEPTH);
+        if (f_pend_room && !b_v && !l_v) assert ({1'b0, pending} + r_v + c_v < PENDING_SEGS);
         assert ({1'b0, pending} + b_v + l_v + r_v + c_v <= PENDING_SEGS);
         assert ({1'b0, dq_depth} + b_v + l_v + r_v + c_v <= DQ_DEPTH);
         if (r_v) assert (r_full == (occupied == cap) && r_empty == (occupied == 0) && r_h_seg == f_m_seg[read_ptr*AW +: AW]);
@@ -454,7 +466,8 @@ module olaf_queue #(
         assert (f_dq_cur == f_dq_wr && f_rq_cur == f_rq_wr && f_of_cur == f_of_wr && f_bf_cur == f_bf_wr);
         assert (rq_depth <= RQ_DEPTH && f_bf_depth <= BF_DEPTH);
         assert ({1'b0, of_depth} + p1_valid + p2_valid <= OF_DEPTH);
-        // Segments awaiting readout are exactly the DATA decisions and responses...
+        // Segments awaiting readout are exactly the DATA decisions and responses and the one
+        // on its way back...
         assert (f_pend_count == pending);
         // ...and no segment is in two places (free ring, live slot, awaiting readout).
         for (fi = 0; fi < F_NIT; fi = fi + 1)

@@ -100,7 +100,10 @@ module olaf_queue_decide #(
     output wire [AW-1:0]           f_r_h_seg, f_c_h_seg,
     output wire                    f_c_enqueue, f_c_store, f_c_merge, f_c_pop, f_c_pull,
     output wire                    f_dq_ready,
-    output wire [3:0]              f_dq_depth
+    output wire [3:0]              f_dq_depth,
+    output wire                    f_fs_v,
+    output wire [AW-1:0]           f_fs_seg,
+    output wire                    f_dq_room, f_pend_room
 `endif
 );
     // ------------------------------------------------------------------ sizes
@@ -165,6 +168,15 @@ module olaf_queue_decide #(
     reg [AW-1:0] free_list [0:NSEG-1];
     reg [GW-1:0] avail_head;            // append_available_addr and pending are ports
 
+    // A read-out segment's return, registered: the output FIFO's room decides rq_pop late
+    // in the cycle, and the free ring's write enables fan out to every entry.
+    reg fs_v;
+    reg [AW-1:0] fs_seg;
+    always @(posedge clk) begin
+        fs_v <= !rst && free_seg_valid;
+        fs_seg <= free_seg;
+    end
+
     integer i;
 `ifndef SYNTHESIS
     initial begin
@@ -210,9 +222,16 @@ module olaf_queue_decide #(
     wire [3:0] dq_depth;
     // The message ahead must be at least in L (so this one's L follows its C), the
     // decision FIFO must hold every message in flight, and a PULL in flight may pop.
-    assign h_take = h_valid && !b_v && !l_v
-                  && ({1'b0, dq_depth} + r_v + c_v) < DQ_DEPTH
-                  && ({1'b0, pending} + r_v + c_v) < PENDING_SEGS;
+    // The room checks are registered a cycle early (timing: the FIFO depth and pending
+    // count no longer reach h_take and the header capture enables combinationally). From
+    // the cycle before, dq_depth and pending grow by at most c_v, and this cycle's r_v + c_v
+    // are that cycle's l_v + r_v, so a room seen then is room now; a pop shows a cycle late.
+    reg dq_room, pend_room;
+    always @(posedge clk) begin
+        dq_room <= !rst && ({1'b0, dq_depth} + c_v + l_v + r_v) < DQ_DEPTH;
+        pend_room <= !rst && ({1'b0, pending} + c_v + l_v + r_v) < PENDING_SEGS;
+    end
+    assign h_take = h_valid && !b_v && !l_v && dq_room && pend_room;
 
     reg [SW-1:0] idx_q, idx_rd;        // index BRAM read latch and output register
     always @(posedge clk) begin
@@ -545,12 +564,12 @@ module olaf_queue_decide #(
             append_available_addr <= {GW{1'b0}};
             pending <= {PW{1'b0}};
         end else begin
-            if (free_seg_valid) begin
-                free_list[append_available_addr] <= free_seg;
+            if (fs_v) begin
+                free_list[append_available_addr] <= fs_seg;
                 append_available_addr <= (append_available_addr == NSEG - 1)
                                          ? {GW{1'b0}} : append_available_addr + 1'b1;
             end
-            pending <= pending + c_pop - free_seg_valid;
+            pending <= pending + c_pop - fs_v;
             if (c_enqueue || c_store || c_merge) begin
                 m_agg[c_tgt] <= c_merge ? c_merged_agg : hf16(c_hdr, 8);
                 m_reward[c_tgt] <= c_merge ? c_merged_reward : hf32(c_hdr, 24);
@@ -621,6 +640,9 @@ module olaf_queue_decide #(
     assign {f_c_enqueue, f_c_store, f_c_merge, f_c_pop, f_c_pull} = {c_enqueue, c_store, c_merge, c_pop, c_pull};
     assign f_dq_ready = dq_ready;
     assign f_dq_depth = dq_depth;
+    assign f_fs_v = fs_v;
+    assign f_fs_seg = fs_seg;
+    assign {f_dq_room, f_pend_room} = {dq_room, pend_room};
 `endif
 endmodule
 

@@ -37,8 +37,8 @@ MUTANTS = {
     ),
     # PULLs may pop more segments than PENDING_SEGS while their DATA waits.
     "pending_guard": (
-        "&& ({1'b0, pending} + r_v + c_v) < PENDING_SEGS;",
-        ";",
+        "&& dq_room && pend_room;",
+        "&& dq_room;",
         "pending_segments_not_reused",
     ),
 }
