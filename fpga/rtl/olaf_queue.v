@@ -178,8 +178,8 @@ module olaf_queue #(
     wire [MAX_CAPACITY*AW-1:0] f_m_seg;     // m_seg[i] at [i*AW +: AW]
     wire [NSEG*AW-1:0] f_free_list;         // free_list[i] at [i*AW +: AW]
     wire fs_v;                               // a read-out segment on its way back to the ring
-    wire f_dq_room, f_pend_room;
     wire [AW-1:0] fs_seg;
+    wire dq_room, pend_room;                 // decide's room checks, registered a cycle early
     wire [GW-1:0] avail_head;
     wire b_v, l_v, r_v, c_v;
     wire [BCW-1:0] b_nb, l_nb, r_nb, c_nb;
@@ -238,7 +238,7 @@ module olaf_queue #(
         .f_r_full(r_full), .f_r_empty(r_empty), .f_r_h_seg(r_h_seg), .f_c_h_seg(c_h_seg),
         .f_c_enqueue(c_enqueue), .f_c_store(c_store), .f_c_merge(c_merge), .f_c_pop(c_pop),
         .f_c_pull(c_pull), .f_dq_ready(dq_ready), .f_dq_depth(dq_depth),
-        .f_fs_v(fs_v), .f_fs_seg(fs_seg), .f_dq_room(f_dq_room), .f_pend_room(f_pend_room)
+        .f_fs_v(fs_v), .f_fs_seg(fs_seg), .f_dq_room(dq_room), .f_pend_room(pend_room)
 `endif
     );
 
@@ -441,8 +441,8 @@ module olaf_queue #(
         assert (!(b_v && l_v) && !(b_v && r_v) && !(l_v && r_v) && !(l_v && c_v) && !(r_v && c_v));
         // The room checks registered a cycle early (decide's dq_room, pend_room) still
         // promise room for the two messages ahead of one that H may take now.
-        if (f_dq_room && !b_v && !l_v) assert ({1'b0, dq_depth} + r_v + c_v < DQ_DEPTH);
-        if (f_pend_room && !b_v && !l_v) assert ({1'b0, pending} + r_v + c_v < PENDING_SEGS);
+        if (dq_room && !b_v && !l_v) assert ({1'b0, dq_depth} + r_v + c_v < DQ_DEPTH);
+        if (pend_room && !b_v && !l_v) assert ({1'b0, pending} + r_v + c_v < PENDING_SEGS);
         assert ({1'b0, pending} + b_v + l_v + r_v + c_v <= PENDING_SEGS);
         assert ({1'b0, dq_depth} + b_v + l_v + r_v + c_v <= DQ_DEPTH);
         if (r_v) assert (r_full == (occupied == cap) && r_empty == (occupied == 0) && r_h_seg == f_m_seg[read_ptr*AW +: AW]);
