@@ -27,6 +27,7 @@ from olaf.commands.sweep import (
     report,
     write_heatmaps,
 )
+from olaf.drl.server import PsConfig
 from olaf.drl.staleness import StalenessConfig
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -196,6 +197,24 @@ def test_a_run_table_sets_a_nested_config_and_is_checked(tmp_path: Path) -> None
         load(path, None)
     path.write_text(text.replace("max_pending = 1", "max_pending = 0"))
     with pytest.raises(ValueError, match="max_pending must be >= 1"):
+        load(path, None)
+
+
+def test_a_run_ps_table_sets_what_a_merged_block_is_worth(tmp_path: Path) -> None:
+    # [run.ps] is how a sweep measures ps.merge_scale (issue 49): the PS of every cell
+    # takes it, and a value the PS does not know is refused when the file loads.
+    path = tmp_path / "ps.toml"
+    text = SMALL.read_text().replace("[grid]", '[run.ps]\nmerge_scale = "sqrt"\n[grid]')
+    path.write_text(text)
+    cell = {"workers": 8, "clusters": 1, "depth": 25, "rho": 4, "buffer_bytes": "",
+            "egress_rate": "", "mode": "olaf", "seed": 0}
+    cfg = config_of(load(path, None), cell, blocks=40)
+    assert cfg.ps.merge_scale == "sqrt" and cfg.ps.optimizer == PsConfig().optimizer
+    # A mode's merge_scale wins over [run.ps]'s; the others leave it alone.
+    assert config_of(load(path, None), {**cell, "mode": "olaf+linear"},
+                     blocks=40).ps.merge_scale == "linear"
+    path.write_text(text.replace('"sqrt"', '"square"'))
+    with pytest.raises(ValueError, match=r"\[run.ps\]: ps.merge_scale must be one of"):
         load(path, None)
 
 

@@ -17,8 +17,8 @@ The file (TOML, read with tomllib)::
     env_id = "CartPole-v1"
     clock = "virtual"
     total_steps = 300000
-    [run.staleness]             # a nested RunConfig dataclass (staleness, boost): the
-    max_pending = 1             #    fields left out keep their defaults
+    [run.staleness]             # a nested RunConfig dataclass (staleness, boost, autoscale,
+    max_pending = 1             #    ps): the fields left out keep their defaults
     [grid]
     depth = [1, 10, 30]         # D in gradients -> B = D x blocks per gradient x (36 + 4V)
     rho = [0.5, 2, 8]           # -> C = offered / rho (offered: the virtual clock's
@@ -39,7 +39,9 @@ The file (TOML, read with tomllib)::
 Modes: ``olaf`` (OLAF queue, P_s), ``olaf-always`` (OLAF queue, workers always send),
 ``fifo`` (drop-tail, always send), ``fifo+sa`` (drop-tail with the PS's
 staleness-aware aggregation, ``aggregation = "staleness-aware"``) and ``olaf+sa`` (the OLAF
-queue with that PS: does the host-side correction add to OLAF?). Ratios are paired by
+queue with that PS: does the host-side correction add to OLAF?), ``olaf+sqrt`` and
+``olaf+linear`` (``olaf`` with ``ps.merge_scale``: a merged block of k updates is worth
+sqrt(k) or k steps at the PS). Ratios are paired by
 seed (the same seed's baseline run over its top run, ``--baseline`` / ``--top``, by default
 every other mode over ``olaf``) and read as right-censored data (olaf.drl.censored): a run
 that missed the target is a bound (the CSV's ``steps_to_target`` and ``time_to_target_s``
@@ -61,7 +63,7 @@ import tomllib
 from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -73,27 +75,46 @@ from olaf.drl.bottleneck import PRESETS, buffer_for, egress_for, offered_rate
 from olaf.drl.censored import Comparison, Outcome, compare, km_median
 from olaf.drl.cli_args import usage_error
 from olaf.drl.config import RunConfig, run_defaults
+from olaf.drl.server import PsConfig
 from olaf.drl.staleness import StalenessConfig
 
 HELP = "a grid of runs over D, rho, workers, clusters and modes: resumable CSV and heatmaps"
 
 NESTED: dict[str, type] = {"staleness": StalenessConfig, "boost": BoostConfig,
-                           "autoscale": AutoscaleConfig}
-"""RunConfig's dataclass fields a sweep file may set as ``[run.NAME]`` tables. The
-learners' (impact, learner, ps) are not among them: the environment's preset sets those."""
+                           "autoscale": AutoscaleConfig, "ps": PsConfig}
+"""RunConfig's dataclass fields a sweep file may set as ``[run.NAME]`` tables (``[run.ps]
+merge_scale = "sqrt"`` measures what a merged block is worth, issue 49). The learners'
+(impact, learner) are not among them: the environment's preset sets those."""
 
-MODES: dict[str, tuple[str, bool, str, int]] = {
-    "olaf": ("olaf", False, "plain", 3),
-    "olaf-rev2": ("olaf", False, "plain", 2),
-    "olaf-always": ("olaf", True, "plain", 3),
-    "fifo": ("fifo", False, "plain", 3),
-    "fifo+sa": ("fifo", False, "staleness-aware", 3),
-    "olaf+sa": ("olaf", False, "staleness-aware", 3),
+class SweepMode(NamedTuple):
+    """What a sweep mode sets in a cell's RunConfig."""
+
+    switch: str
+    """The switch's queue: ``olaf`` or ``fifo``."""
+    always_send: bool
+    aggregation: str
+    feedback: int
+    """The feedback revision (DESIGN.md §3-4)."""
+    merge_scale: str | None = None
+    """``ps.merge_scale`` (issue 49: what a merged block is worth); None leaves [run.ps]'s."""
+
+
+MODES: dict[str, SweepMode] = {
+    "olaf": SweepMode("olaf", False, "plain", 3),
+    "olaf-rev2": SweepMode("olaf", False, "plain", 2),
+    "olaf-always": SweepMode("olaf", True, "plain", 3),
+    "fifo": SweepMode("fifo", False, "plain", 3),
+    "fifo+sa": SweepMode("fifo", False, "staleness-aware", 3),
+    "olaf+sa": SweepMode("olaf", False, "staleness-aware", 3),
+    "olaf+sqrt": SweepMode("olaf", False, "plain", 3, "sqrt"),
+    "olaf+linear": SweepMode("olaf", False, "plain", 3, "linear"),
 }
-"""Mode -> (switch mode, workers always send, PS aggregation, feedback revision). ``olaf``
-is revision 3 (DESIGN.md §3-4: the cluster's room and the loss ceiling), ``olaf-rev2``
-revision 2 (the global occupancy and the paper's P_s, OLAF before issue 49); the FIFO's
-workers always send, so its revision changes nothing but the ACK's number."""
+"""``olaf`` is revision 3 (DESIGN.md §3-4: the cluster's room and the loss ceiling),
+``olaf-rev2`` revision 2 (the global occupancy and the paper's P_s, OLAF before issue 49);
+the FIFO's workers always send, so its revision changes nothing but the ACK's number.
+``olaf+sqrt`` and ``olaf+linear`` are ``olaf`` with a merged block of k updates worth sqrt(k)
+or k steps at the PS; in one grid with ``olaf`` and ``fifo``, as no [run] can differ in the
+rows a sweep gathers."""
 KEYS = ("workers", "clusters", "depth", "rho", "buffer_bytes", "egress_rate", "mode", "seed")
 """The columns that name a cell (the resume key); a preset's cell is its B and C."""
 METRICS = ("bottleneck", "reached", "steps_to_target", "time_to_target_s", "env_steps", "wall_time_s",
@@ -279,7 +300,7 @@ def config_of(sweep: Sweep, cell: dict[str, Any], blocks: int) -> Any:
     # `olaf --help` stays fast.
     from olaf.drl.evaluation import default_target
 
-    switch_mode, always, aggregation, feedback = MODES[cell["mode"]]
+    switch_mode, always, aggregation, feedback, merge_scale = MODES[cell["mode"]]
     base = {"stop_at_target": True, **sweep.base}
     if "target_reward" not in base:
         base["target_reward"] = default_target(base.get("env_id", run_defaults().env_id))
@@ -289,6 +310,8 @@ def config_of(sweep: Sweep, cell: dict[str, Any], blocks: int) -> Any:
     cfg = RunConfig(**base, workers=sweep.auto_ceiling if auto else cell["workers"],
                     clusters=cell["clusters"], mode=switch_mode, always_send=always,
                     aggregation=aggregation, feedback=feedback, seed=cell["seed"])
+    if merge_scale is not None:
+        cfg = dataclasses.replace(cfg, ps=dataclasses.replace(cfg.ps, merge_scale=merge_scale))
     buffer = (cell["buffer_bytes"] if cell["depth"] == ""
               else buffer_for(float(cell["depth"]), blocks, cfg.values))
     if cell["rho"] == "":
