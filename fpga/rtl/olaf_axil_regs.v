@@ -29,7 +29,8 @@ module olaf_axil_regs #(
     parameter [7:0] RESET_FRAC_BITS = 16,
     parameter [30:0] RESET_THRESHOLD = 31'h7fff_ffff,
     parameter [7:0] RESET_CONGESTION_THRESHOLD = 192,
-    parameter [15:0] RESET_CLUSTER_QUOTA = RESET_CAPACITY   // = capacity: no limit
+    parameter [15:0] RESET_CLUSTER_QUOTA = RESET_CAPACITY,  // = capacity: no limit
+    parameter [7:0] RESET_FEEDBACK = 3                       // revision 3 (DESIGN.md §3)
 ) (
     input  wire                    clk,
     input  wire                    rst,
@@ -65,6 +66,7 @@ module olaf_axil_regs #(
     output reg  [30:0]             cfg_threshold,
     output reg  [7:0]              cfg_congestion_threshold,
     output reg  [15:0]             cfg_cluster_quota,
+    output reg  [7:0]              cfg_feedback,
 
     // Status and counters.
     input  wire [15:0]             stat_occupied,
@@ -79,7 +81,7 @@ module olaf_axil_regs #(
     localparam [ADDR_WIDTH-1:0] A_ID = 'h000, A_CTRL = 'h004, A_MODE = 'h008,
         A_THRESHOLD = 'h00c, A_CONGESTION = 'h010, A_FRAC_BITS = 'h014, A_CAPACITY = 'h018,
         A_MAX_CLUSTERS = 'h01c, A_MAX_BLOCKS = 'h020, A_OCCUPIED = 'h024, A_FEEDBACK = 'h028,
-        A_PARAMS = 'h02c, A_PARAMS2 = 'h030, A_CLUSTER_QUOTA = 'h034;
+        A_PARAMS = 'h02c, A_PARAMS2 = 'h030, A_CLUSTER_QUOTA = 'h034, A_FEEDBACK_REV = 'h038;
     // Counter windows: 8 bytes per counter, low word first.
     localparam [ADDR_WIDTH-1:0] A_QCNT = 'h100, A_SCNT = 'h200;
 
@@ -111,6 +113,7 @@ module olaf_axil_regs #(
             cfg_threshold <= RESET_THRESHOLD;
             cfg_congestion_threshold <= RESET_CONGESTION_THRESHOLD;
             cfg_cluster_quota <= RESET_CLUSTER_QUOTA;
+            cfg_feedback <= RESET_FEEDBACK;
         end else begin
             if (s_axil_bvalid && s_axil_bready) s_axil_bvalid <= 1'b0;
             if (wr) begin
@@ -129,6 +132,7 @@ module olaf_axil_regs #(
                     A_MAX_BLOCKS: cfg_max_blocks <= merge(cfg_max_blocks, s_axil_wdata, s_axil_wstrb);
                     A_CLUSTER_QUOTA: cfg_cluster_quota <= merge(cfg_cluster_quota, s_axil_wdata,
                                                                 s_axil_wstrb);
+                    A_FEEDBACK_REV: cfg_feedback <= merge(cfg_feedback, s_axil_wdata, s_axil_wstrb);
                     default: ;                 // read-only or unmapped: ignored, OKAY
                 endcase
             end
@@ -191,6 +195,7 @@ module olaf_axil_regs #(
                             A_MAX_CLUSTERS: s_axil_rdata <= {15'd0, cfg_max_clusters};
                             A_MAX_BLOCKS: s_axil_rdata <= {15'd0, cfg_max_blocks};
                             A_CLUSTER_QUOTA: s_axil_rdata <= {16'd0, cfg_cluster_quota};
+                            A_FEEDBACK_REV: s_axil_rdata <= {24'd0, cfg_feedback};
                             A_OCCUPIED: s_axil_rdata <= {16'd0, stat_occupied};
                             A_FEEDBACK: s_axil_rdata <= {15'd0, stat_congested, stat_active_clusters,
                                                          stat_queue_util};

@@ -18,8 +18,11 @@
 //              (1..6), 16+v per invalid verdict v (1..9), 26 occupied, 27 write_ptr,
 //              28 read_ptr, 29 responses waiting in the output list, 30
 //              append_available_addr, 31 segments awaiting readout.
-//   cfg_*      unchanged. 255/capacity comes from a table indexed by the registered
-//              capacity (no divider); capacity may change only while rst is high.
+//   cfg_*      255/capacity comes from a table indexed by the registered capacity (no
+//              divider); capacity may change only while rst is high. cfg_feedback (issue
+//              49) selects what an UPDATE's ACK carries in queue_util: 2 the global
+//              occupancy (revision 2), any other value the share of the queue the
+//              UPDATE's cluster can no longer use (revision 3, DESIGN.md §3 Feedback).
 //
 // This module composes the pipeline, one module per stage (see fpga/README.md):
 //   olaf_queue_ingest   - accepts beats, captures the header, stages value beats in the
@@ -90,6 +93,7 @@ module olaf_queue #(
     input  wire [30:0]             cfg_threshold,         // raw fixed point, 0..2^31-1
     input  wire [7:0]              cfg_congestion_threshold,
     input  wire [15:0]             cfg_cluster_quota,     // 0 or > capacity: no limit; any time
+    input  wire [7:0]              cfg_feedback,          // 2 revision 2, else 3; any time
 
     input  wire [4:0]              cnt_sel,
     output wire [63:0]             cnt_value,
@@ -221,7 +225,7 @@ module olaf_queue #(
         .cfg_capacity(cfg_capacity), .cfg_max_clusters(cfg_max_clusters),
         .cfg_max_blocks(cfg_max_blocks), .cfg_frac_bits(cfg_frac_bits), .cfg_mode(cfg_mode),
         .cfg_threshold(cfg_threshold), .cfg_congestion_threshold(cfg_congestion_threshold),
-        .cfg_cluster_quota(cfg_cluster_quota),
+        .cfg_cluster_quota(cfg_cluster_quota), .cfg_feedback(cfg_feedback),
         .h_valid(h_valid), .h_hdr(h_hdr), .h_len(h_len), .h_nb(h_nb), .h_tid(h_tid),
         .h_bad(h_bad), .h_key(h_key), .h_take(h_take),
         .free_seg_valid(free_seg_valid), .free_seg(free_seg),

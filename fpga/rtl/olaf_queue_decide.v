@@ -5,9 +5,12 @@
 //      the reward bounds reward -/+ threshold are computed;
 //   L  index bypass, then the looked-up slot's and the head slot's metadata (LUT RAM),
 //      the per-cluster counts (and whether the UPDATE's cluster holds its quota) and both
-//      candidate utilisations are read into registers;
+//      candidate utilisations are read into registers, and so is what the UPDATE's
+//      cluster could no longer use (revision 3's capacity - room_c) without and with
+//      an enqueue, for either mode;
 //   R  hit, the reward compares and the rule give the outcome; counter enables, merge
-//      candidates and the feedback after the operation are registered;
+//      candidates and the feedback after the operation are registered (revision 3's
+//      two candidates go through olaf_util_of, C picks the one the outcome made);
 //   C  commits slot metadata, write_ptr / read_ptr, per-cluster counts, the active-cluster
 //      count and the free segment ring, and queues the decision with its response header
 //      in the decision FIFO, which the apply stage reads.
@@ -54,6 +57,7 @@ module olaf_queue_decide #(
     input  wire [30:0]             cfg_threshold,
     input  wire [7:0]              cfg_congestion_threshold,
     input  wire [15:0]             cfg_cluster_quota,
+    input  wire [7:0]              cfg_feedback,
 
     // The message held in ingest's H register.
     input  wire                    h_valid,
@@ -119,6 +123,9 @@ module olaf_queue_decide #(
                      T_EMPTY = 4'd5, T_MODEL = 4'd6;
     localparam [7:0] O_ENQUEUED = 8'd0, O_MERGED = 8'd1, O_REPLACED = 8'd2,
                      O_DROPPED_REWARD = 8'd3, O_DROPPED_FULL = 8'd4, O_DROPPED_INVALID = 8'd5;
+    // Feedback revisions (DESIGN.md §3 Feedback): 2 gives every ACK the global occupancy;
+    // any other value is revision 3 (the UPDATE's cluster's room), as on the P4 targets.
+    localparam [7:0] FEEDBACK_REV2 = 8'd2;
     // Counter slots in olaf_queue_counters: outcome o at o, bad frame 6, ingress drop 7,
     // type t at 7+t, verdict v at 13+v.
     localparam integer C_BAD = 6, C_TYPE = 7, C_VERDICT = 13;
@@ -334,6 +341,22 @@ module olaf_queue_decide #(
     reg [7:0] r_util_up_q, r_util_down_q;
     reg [OW:0] r_util_up_r, r_util_down_r;
     reg r_cong_up, r_cong_down, r_cong_same;
+    // Revision 3: capacity - room_c after the operation, x_same (no enqueue) and x_enq,
+    // in OLAF mode (x_o: the cluster's own slots take its next update, so room_c =
+    // held + new room) and FIFO mode (x_f: room_c = new room only). With new room =
+    // max(0, min(cap - occupied, quota - held)) these are
+    //   OLAF: x = min(cap - held, max(occupied - held, cap - quota)),
+    //   FIFO: x = min(cap, max(occupied, cap - quota + held)),
+    // and an enqueue adds one to held and to occupied. quota <= cap and held <= occupied.
+    reg [OW-1:0] r_xo_same, r_xo_enq, r_xf_same, r_xf_enq;
+    wire [OW-1:0] l_held = cluster_count[l_cluster[CW-1:0]];
+    wire [OW-1:0] l_spare = cap - quota;           // slots no cluster may take under the quota
+    wire [OW-1:0] l_others = occupied - l_held;    // slots of the other clusters
+    wire [OW-1:0] l_xo_max = l_others > l_spare ? l_others : l_spare;
+    wire [OW-1:0] l_xo_cap = cap - l_held;
+    wire [OW:0] l_xf_quota = {1'b0, l_spare} + l_held;
+    wire [OW:0] l_xf_same = {1'b0, occupied} > l_xf_quota ? {1'b0, occupied} : l_xf_quota;
+    wire [OW:0] l_xf_enq = l_xf_same + 1'b1;
 
     // Utilisation after an enqueue / a pop, from stable state.
     wire [OW+1:0] up_r_sum = {1'b0, util_r} + {1'b0, util_step_r};
@@ -393,6 +416,11 @@ module olaf_queue_decide #(
         r_cong_up <= util_up_q >= cfg_congestion_threshold;
         r_cong_down <= util_down_q >= cfg_congestion_threshold;
         r_cong_same <= util_q >= cfg_congestion_threshold;
+        r_xo_same <= l_xo_cap < l_xo_max ? l_xo_cap : l_xo_max;
+        // Only taken after an enqueue, when held < quota <= cap.
+        r_xo_enq <= l_xo_cap - 1'b1 < l_xo_max ? l_xo_cap - 1'b1 : l_xo_max;
+        r_xf_same <= l_xf_same > cap ? cap : l_xf_same[OW-1:0];
+        r_xf_enq <= l_xf_enq > cap ? cap : l_xf_enq[OW-1:0];
     end
 
     // ------------------------------------------------------------------ R: rule
@@ -424,6 +452,13 @@ module olaf_queue_decide #(
         end else if (r_full || r_ucl_quota) outcome = O_DROPPED_FULL;
         else outcome = O_ENQUEUED;
     end
+    // Revision 3's queue_util of the two candidates (mode read here, as the rule reads it).
+    wire [7:0] room_util_same, room_util_enq;
+    olaf_util_of #(.MAX_CAPACITY(MAX_CAPACITY)) util_same (
+        .clk(clk), .cap(cap), .x(cfg_mode ? r_xf_same : r_xo_same), .util(room_util_same));
+    olaf_util_of #(.MAX_CAPACITY(MAX_CAPACITY)) util_enq (
+        .clk(clk), .cap(cap), .x(cfg_mode ? r_xf_enq : r_xo_enq), .util(room_util_enq));
+
     wire do_enqueue = is_update && outcome == O_ENQUEUED;
     wire do_store = is_update && outcome == O_REPLACED;
     wire do_merge = is_update && outcome == O_MERGED;
@@ -461,6 +496,8 @@ module olaf_queue_decide #(
     reg [OW-1:0] c_ucl_count, c_hcl_count;
     reg [7:0] c_util_q;
     reg [OW:0] c_util_r;
+    reg c_room_fb;                     // the ACK of a valid UPDATE under revision 3
+    reg [7:0] c_room_same, c_room_enq;
     reg [15:0] c_active;
     reg c_cong;
     always @(posedge clk) begin
@@ -504,14 +541,20 @@ module olaf_queue_decide #(
         c_util_q <= do_enqueue ? r_util_up_q : do_pop ? r_util_down_q : util_q;
         c_util_r <= do_enqueue ? r_util_up_r : do_pop ? r_util_down_r : util_r;
         c_cong <= do_enqueue ? r_cong_up : do_pop ? r_cong_down : r_cong_same;
+        c_room_fb <= is_update && cfg_feedback != FEEDBACK_REV2;
+        c_room_same <= room_util_same;
+        c_room_enq <= room_util_enq;
         c_active <= active_clusters + (do_enqueue && r_ucl_zero) - (do_pop && r_hcl_one);
     end
 
     // ------------------------------------------------------------------ C: commit
     wire [7:0] active_fb = c_active > 16'd255 ? 8'd255 : c_active[7:0];
     wire [7:0] flags_fb = {7'd0, c_cong};
+    // CONGESTED, active_clusters, DATA and EMPTY stay global in both revisions; an
+    // invalid UPDATE's ACK (DROPPED_INVALID) has no cluster to speak of: global too.
+    wire [7:0] ack_util = !c_room_fb ? c_util_q : c_enqueue ? c_room_enq : c_room_same;
     wire [3:0] c_ver = c_hdr[7:4];
-    wire [HB-1:0] ack_hdr = {c_hdr[HB-1:8*14], 8'd0, c_util_q, active_fb,
+    wire [HB-1:0] ack_hdr = {c_hdr[HB-1:8*14], 8'd0, ack_util, active_fb,
                              c_update ? c_outcome : O_DROPPED_INVALID,
                              c_hdr[8*10-1:8*2], flags_fb, c_ver, T_ACK};
     wire [HB-1:0] data_hdr = {bswap32(c_h_contrib), bswap32(c_h_gen), bswap32(c_h_reward),

@@ -66,7 +66,7 @@ module olaf_top #(
     wire ctrl_reset, ctrl_fwd_other;
     wire [15:0] cfg_capacity, cfg_cluster_quota;
     wire [16:0] cfg_max_clusters, cfg_max_blocks;
-    wire [7:0] cfg_frac_bits, cfg_congestion_threshold;
+    wire [7:0] cfg_frac_bits, cfg_congestion_threshold, cfg_feedback;
     wire cfg_mode;
     wire [30:0] cfg_threshold;
     wire [15:0] stat_occupied;
@@ -118,7 +118,7 @@ module olaf_top #(
         .cfg_capacity(cfg_capacity), .cfg_max_clusters(cfg_max_clusters),
         .cfg_max_blocks(cfg_max_blocks), .cfg_frac_bits(cfg_frac_bits), .cfg_mode(cfg_mode),
         .cfg_threshold(cfg_threshold), .cfg_congestion_threshold(cfg_congestion_threshold),
-        .cfg_cluster_quota(cfg_cluster_quota),
+        .cfg_cluster_quota(cfg_cluster_quota), .cfg_feedback(cfg_feedback),
         .cnt_sel(cnt_sel), .cnt_value(cnt_value),
         .stat_occupied(stat_occupied), .stat_active_clusters(stat_active_clusters),
         .stat_queue_util(stat_queue_util), .stat_congested(stat_congested)
@@ -141,7 +141,7 @@ module olaf_top #(
         .cfg_capacity(cfg_capacity), .cfg_max_clusters(cfg_max_clusters),
         .cfg_max_blocks(cfg_max_blocks), .cfg_frac_bits(cfg_frac_bits), .cfg_mode(cfg_mode),
         .cfg_threshold(cfg_threshold), .cfg_congestion_threshold(cfg_congestion_threshold),
-        .cfg_cluster_quota(cfg_cluster_quota),
+        .cfg_cluster_quota(cfg_cluster_quota), .cfg_feedback(cfg_feedback),
         .stat_occupied(stat_occupied), .stat_active_clusters(stat_active_clusters),
         .stat_queue_util(stat_queue_util), .stat_congested(stat_congested),
         .cnt_sel(cnt_sel), .cnt_value(cnt_value), .shell_counters(shell_counters)

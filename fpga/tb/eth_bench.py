@@ -25,7 +25,6 @@ from queue_bench import (
     pull_message,
     random_pauses,
     random_traffic,
-    rtl_config,
     tb_values,
     update_message,
 )
@@ -53,7 +52,7 @@ MIN_FRAME = 60
 REG_ID, REG_CTRL, REG_MODE, REG_THRESHOLD = 0x000, 0x004, 0x008, 0x00C
 REG_CONGESTION, REG_FRAC_BITS, REG_CAPACITY = 0x010, 0x014, 0x018
 REG_MAX_CLUSTERS, REG_MAX_BLOCKS, REG_OCCUPIED, REG_FEEDBACK = 0x01C, 0x020, 0x024, 0x028
-REG_PARAMS, REG_PARAMS2, REG_CLUSTER_QUOTA = 0x02C, 0x030, 0x034
+REG_PARAMS, REG_PARAMS2, REG_CLUSTER_QUOTA, REG_FEEDBACK_REV = 0x02C, 0x030, 0x034, 0x038
 QUEUE_COUNTERS, SHELL_COUNTERS = 0x100, 0x200
 CTRL_RESET, CTRL_FWD_OTHER = 0x1, 0x2
 SHELL_COUNTER_NAMES = ("rx_frames", "rx_bad", "rx_overflow", "rx_runt", "rx_filtered",
@@ -272,7 +271,7 @@ class ReferenceSwitch:
         table.insert("0.0.0.0/0", FWD_PORT)
         # handle() needs the pipeline, the table and the port numbers, not open sockets.
         switch = EthernetSwitch.__new__(EthernetSwitch)
-        switch.pipeline = Pipeline(OlafQueue(rtl_config(config)))
+        switch.pipeline = Pipeline(OlafQueue(config))
         switch.table = table
         switch.sockets = {IN_PORT: None, FWD_PORT: None}
         switch.forwarded = 0
@@ -368,6 +367,7 @@ class EthBench:
         await self.axil.write_dword(REG_MAX_BLOCKS, config.max_blocks)
         await self.axil.write_dword(REG_FRAC_BITS, config.frac_bits)
         await self.axil.write_dword(REG_CLUSTER_QUOTA, config.cluster_quota)
+        await self.axil.write_dword(REG_FEEDBACK_REV, config.feedback)
         await self.set_runtime(int(config.mode), config.threshold, config.congestion_threshold)
         await self.axil.write_dword(REG_CTRL, ctrl_on)
         for _ in range(4):

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from eth_bench import EthBench, Frame, ReferenceSwitch, olaf_frame, same_but_routing
-from queue_bench import AxisProtocolChecker, rtl_vector_files, tb_values
+from queue_bench import AxisProtocolChecker, tb_values
 
 from dataplane.queue import QueueConfig
 
@@ -38,10 +38,9 @@ UDP_PAYLOAD_OFFSET = 14 + 20 + 8
 
 
 def vector_files() -> list[Path]:
-    # rtl_pending/ too: the RTL has cluster_quota (tests/vectors/generate.py RTL_PENDING);
-    # only the feedback revision the RTL implements (queue_bench.RTL_FEEDBACK).
+    # rtl_pending/ too: the RTL has cluster_quota (tests/vectors/generate.py RTL_PENDING).
     files = [*VECTOR_DIR.glob("*.json"), *(VECTOR_DIR / "rtl_pending").glob("*.json")]
-    return sorted(rtl_vector_files(files), key=lambda f: f.name)
+    return sorted(files, key=lambda f: f.name)
 
 
 LONG_STEPS = 300

@@ -10,13 +10,11 @@ the traffic helpers too); building and starting the simulator is sim_runner.py's
 
 from __future__ import annotations
 
-import json
 import os
 import random
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import dataclass, field
 
 import numpy as np
 from sim_runner import MAX_BLOCKS, MAX_CLUSTERS, V
@@ -32,24 +30,6 @@ CNT_INVALID = 16
 
 
 # ---------------------------------------------------------------- reference model
-RTL_FEEDBACK = 2
-"""The feedback revision the RTL implements (DESIGN.md §3): revision 2, every ACK carries the
-global occupancy. The reference queue's default became revision 3 (dataplane/queue.py); the
-benches compare the RTL with the reference at the RTL's revision, and vector files of another
-revision are not replayed (rtl_vector_files) until the RTL has it."""
-
-
-def rtl_config(config: QueueConfig) -> QueueConfig:
-    """``config`` at the feedback revision the RTL implements."""
-    return replace(config, feedback=RTL_FEEDBACK)
-
-
-def rtl_vector_files(files: Sequence[Path]) -> list[Path]:
-    """The vector files whose feedback revision (config key ``feedback``; absent means 2) is the
-    RTL's."""
-    return [f for f in files if json.loads(f.read_text())["config"].get("feedback", 2) == RTL_FEEDBACK]
-
-
 def config_from_vector(raw: dict) -> QueueConfig:
     """A vector file's ``config`` object as the reference model's QueueConfig."""
     return QueueConfig(
@@ -81,7 +61,6 @@ class Reference:
     queue: OlafQueue = field(init=False)
 
     def __post_init__(self) -> None:
-        self.config = rtl_config(self.config)
         self.queue = OlafQueue(self.config)
 
     def process(self, messages: Sequence[bytes]) -> list[bytes]:
@@ -423,6 +402,7 @@ class QueueBench:
         dut.cfg_threshold.value = config.threshold
         dut.cfg_congestion_threshold.value = config.congestion_threshold
         dut.cfg_cluster_quota.value = config.cluster_quota
+        dut.cfg_feedback.value = config.feedback
 
     async def reset(self, config: QueueConfig | None = None, cycles: int = 4) -> None:
         """Hold rst, load ``config`` and start a fresh reference model."""

@@ -22,6 +22,7 @@ RTL_DIR = Path(__file__).resolve().parent.parent / "rtl"
 QUEUE_FILES = (
     "axis_fifo.v",
     "olaf_verdict.v",
+    "olaf_util_of.v",
     "olaf_queue_ingest.v",
     "olaf_queue_decide.v",
     "olaf_queue_counters.v",

@@ -24,6 +24,7 @@ from eth_bench import (
     REG_CONGESTION,
     REG_CTRL,
     REG_FEEDBACK,
+    REG_FEEDBACK_REV,
     REG_FRAC_BITS,
     REG_ID,
     REG_MAX_BLOCKS,
@@ -88,12 +89,13 @@ async def register_file(dut) -> None:  # noqa: ANN001
     defaults = {REG_CTRL: CTRL_FWD_OTHER, REG_MODE: int(d.mode), REG_THRESHOLD: d.threshold,
                 REG_CONGESTION: d.congestion_threshold, REG_FRAC_BITS: d.frac_bits,
                 REG_CAPACITY: d.capacity, REG_MAX_CLUSTERS: d.max_clusters, REG_MAX_BLOCKS: d.max_blocks,
-                REG_CLUSTER_QUOTA: d.capacity}   # no limit
+                REG_CLUSTER_QUOTA: d.capacity,   # no limit
+                REG_FEEDBACK_REV: d.feedback}
     for address, value in defaults.items():
         assert await axil.read_dword(address) == value, f"reset value of {address:#x}"
     # Fields keep only their width.
     widths = {REG_MODE: 1, REG_THRESHOLD: 31, REG_CONGESTION: 8, REG_FRAC_BITS: 8, REG_CAPACITY: 16,
-              REG_MAX_CLUSTERS: 17, REG_MAX_BLOCKS: 17, REG_CLUSTER_QUOTA: 16}
+              REG_MAX_CLUSTERS: 17, REG_MAX_BLOCKS: 17, REG_CLUSTER_QUOTA: 16, REG_FEEDBACK_REV: 8}
     for address, bits in widths.items():
         await axil.write_dword(address, 0xFFFFFFFF)
         assert await axil.read_dword(address) == (1 << bits) - 1, f"width of {address:#x}"
@@ -150,7 +152,20 @@ async def configured_queue_and_counters(dut) -> None:  # noqa: ANN001
         await check_queue_counters(bench)
         quota_frames += part
 
-    frames += more + last + quota_frames
+    # FEEDBACK_REV at run time (DESIGN.md §3 Feedback): 2 gives every ACK the global
+    # occupancy; any other value is revision 3, as on the P4 targets (7: the reference,
+    # which refuses anything but 2 and 3, is set to 3).
+    feedback_frames = []
+    for written, revision in ((2, 2), (7, 3), (3, 3)):
+        await bench.axil.write_dword(REG_FEEDBACK_REV, written)
+        assert await bench.axil.read_dword(REG_FEEDBACK_REV) == written
+        bench.reference.queue.feedback = revision
+        part = mixed_frames(rng, 60, frac_bits=12, blocks=6)
+        await bench.exchange(part)
+        await check_queue_counters(bench)
+        feedback_frames += part
+
+    frames += more + last + quota_frames + feedback_frames
     kinds = Counter(f.kind for f in frames)
     shell = await bench.shell_counters()
     assert shell["rx_frames"] == len(frames)

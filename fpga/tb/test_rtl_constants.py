@@ -1,8 +1,9 @@
 """The RTL's wire constants agree with worker_transport (DESIGN.md §6: checked by a test).
 
 Reads the localparams of the queue's RTL (olaf_queue.v, olaf_verdict.v) and compares
-message types, outcomes, invalid-message verdicts and the header length with the Python definitions, so a
-renumbering on either side fails here before any simulation runs.
+message types, outcomes, invalid-message verdicts, the header length and the feedback
+revision with the Python definitions, so a renumbering on either side fails here before
+any simulation runs.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import re
 
 from sim_runner import RTL_SOURCES
 
+from dataplane.queue import DEFAULT_FEEDBACK, FEEDBACK_REVISIONS
 from worker_transport.codec import Verdict
 from worker_transport.protocol import HEADER_LEN, MsgType, Outcome
 
@@ -55,3 +57,9 @@ def test_verdicts_match_codec() -> None:
 
 def test_header_length_matches_protocol() -> None:
     assert rtl_localparams()["HDR"] == HEADER_LEN
+
+
+def test_feedback_revisions_match_the_reference() -> None:
+    # cfg_feedback == FEEDBACK_REV2 selects revision 2; any other value is revision 3.
+    assert rtl_localparams()["FEEDBACK_REV2"] == FEEDBACK_REVISIONS[0] == 2
+    assert DEFAULT_FEEDBACK == FEEDBACK_REVISIONS[-1] == 3

@@ -5,7 +5,8 @@ and reward drops are frequent; PULL share drifting between 5 % and 70 %, so the 
 fills and drains; 2 % malformed messages) are sent in chunks. Between chunks the
 controller settings change at run time (mode, reward threshold, congestion
 threshold, cluster_quota: 3 and 5 in two chunks, 0 = no limit in one), as the real
-controller would change them, and each chunk runs under a different random
+controller would change them, and the feedback revision (3, and 2 in two chunks,
+DESIGN.md §3 Feedback), and each chunk runs under a different random
 tvalid/tready gap pattern, one with a long output stall.
 """
 
@@ -26,19 +27,19 @@ from dataplane.queue import QueueConfig
 from worker_transport.protocol import INT32_MAX, Mode, MsgType, Outcome
 
 CAPACITY = 16
-# (mode, threshold, congestion_threshold, cluster_quota, source busy, sink busy) per chunk.
-# cluster_quota as written to the RTL: 0 is no limit (the reference gets CAPACITY).
+# (mode, threshold, congestion_threshold, cluster_quota, feedback, source busy, sink busy)
+# per chunk. cluster_quota as written to the RTL: 0 is no limit (the reference gets CAPACITY).
 CHUNKS = [
-    (Mode.OLAF, 1 << 16, 192, CAPACITY, 0.0, 0.0),
-    (Mode.OLAF, 1 << 16, 192, CAPACITY, 0.3, 0.3),
-    (Mode.OLAF, INT32_MAX, 128, 3, 0.5, 0.1),
-    (Mode.FIFO, 1 << 16, 192, CAPACITY, 0.1, 0.5),
-    (Mode.OLAF, 0, 255, CAPACITY, 0.2, 0.2),
-    (Mode.OLAF, 3 << 15, 1, CAPACITY, 0.0, 0.9),
-    (Mode.FIFO, 1 << 16, 0, 5, 0.3, 0.0),
-    (Mode.OLAF, 1 << 17, 192, 0, 0.4, 0.4),
-    (Mode.OLAF, 1 << 16, 200, CAPACITY, 0.0, 0.6),
-    (Mode.OLAF, 1 << 15, 192, CAPACITY, 0.25, 0.25),
+    (Mode.OLAF, 1 << 16, 192, CAPACITY, 3, 0.0, 0.0),
+    (Mode.OLAF, 1 << 16, 192, CAPACITY, 2, 0.3, 0.3),
+    (Mode.OLAF, INT32_MAX, 128, 3, 3, 0.5, 0.1),
+    (Mode.FIFO, 1 << 16, 192, CAPACITY, 2, 0.1, 0.5),
+    (Mode.OLAF, 0, 255, CAPACITY, 3, 0.2, 0.2),
+    (Mode.OLAF, 3 << 15, 1, CAPACITY, 3, 0.0, 0.9),
+    (Mode.FIFO, 1 << 16, 0, 5, 3, 0.3, 0.0),
+    (Mode.OLAF, 1 << 17, 192, 0, 3, 0.4, 0.4),
+    (Mode.OLAF, 1 << 16, 200, CAPACITY, 3, 0.0, 0.6),
+    (Mode.OLAF, 1 << 15, 192, CAPACITY, 3, 0.25, 0.25),
 ]
 
 
@@ -51,16 +52,18 @@ async def random_traffic_scoreboard(dut) -> None:  # noqa: ANN001 - cocotb handl
     bench.rules = Counter()
     await bench.reset(QueueConfig(capacity=CAPACITY, values=values))
     per_chunk = max(1, messages // len(CHUNKS))
-    for mode, threshold, congestion, quota, source_busy, sink_busy in CHUNKS:
+    for mode, threshold, congestion, quota, feedback, source_busy, sink_busy in CHUNKS:
         # The DUT is idle between chunks (exchange() waits for every response).
         reference = bench.reference.queue
         reference.mode, reference.threshold = mode, threshold
         reference.congestion_threshold = congestion
         reference.cluster_quota = quota or CAPACITY
+        reference.feedback = feedback
         dut.cfg_mode.value = int(mode)
         dut.cfg_threshold.value = threshold
         dut.cfg_congestion_threshold.value = congestion
         dut.cfg_cluster_quota.value = quota
+        dut.cfg_feedback.value = feedback
         bench.source.set_pause_generator(random_pauses(rng, source_busy))
         bench.sink.set_pause_generator(random_pauses(rng, sink_busy))
         await bench.exchange(list(random_traffic(rng, per_chunk, values=values)))

@@ -16,17 +16,16 @@ from pathlib import Path
 
 import cocotb
 import pytest
-from queue_bench import QueueBench, config_from_vector, random_pauses, rtl_vector_files
+from queue_bench import QueueBench, config_from_vector, random_pauses
 from sim_runner import full_matrix_only, run
 
 VECTOR_DIR = Path(__file__).resolve().parents[2] / "tests" / "vectors"
 
 
 def vector_files() -> list[Path]:
-    # rtl_pending/ too: the RTL has cluster_quota (tests/vectors/generate.py RTL_PENDING);
-    # only the feedback revision the RTL implements (queue_bench.RTL_FEEDBACK).
+    # rtl_pending/ too: the RTL has cluster_quota (tests/vectors/generate.py RTL_PENDING).
     files = [*VECTOR_DIR.glob("*.json"), *(VECTOR_DIR / "rtl_pending").glob("*.json")]
-    return sorted(rtl_vector_files(files), key=lambda f: f.name)
+    return sorted(files, key=lambda f: f.name)
 
 
 @cocotb.test()
