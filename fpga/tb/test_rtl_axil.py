@@ -140,32 +140,28 @@ async def configured_queue_and_counters(dut) -> None:  # noqa: ANN001
     await bench.exchange(last)
     await check_queue_counters(bench)
 
-    # CLUSTER_QUOTA at run time: 2 of capacity 5 (3 clusters can still fill the queue),
-    # then 0 and 0xFFFF (above capacity), which the RTL takes as no limit (= capacity).
-    quota_frames = []
-    for written, quota in ((2, 2), (0, config.capacity), (0xFFFF, config.capacity)):
-        await bench.axil.write_dword(REG_CLUSTER_QUOTA, written)
-        assert await bench.axil.read_dword(REG_CLUSTER_QUOTA) == written
-        bench.reference.queue.cluster_quota = quota
-        part = mixed_frames(rng, 60, frac_bits=12, blocks=6)
-        await bench.exchange(part)
-        await check_queue_counters(bench)
-        quota_frames += part
+    # Run-time registers, each written while the queue holds state and read back, the
+    # reference set to what the RTL makes of the value written:
+    # * CLUSTER_QUOTA: 2 of capacity 5 (3 clusters can still fill the queue), then 0 and
+    #   0xFFFF (above capacity), which the RTL takes as no limit (= capacity);
+    # * FEEDBACK_REV (DESIGN.md §3 Feedback): 2 gives every ACK the global occupancy; any
+    #   other value is revision 3, as on the P4 targets (7: the reference, which refuses
+    #   anything but 2 and 3, is set to 3).
+    run_time = [(REG_CLUSTER_QUOTA, "cluster_quota",
+                 ((2, 2), (0, config.capacity), (0xFFFF, config.capacity))),
+                (REG_FEEDBACK_REV, "feedback", ((2, 2), (7, 3), (3, 3)))]
+    run_time_frames = []
+    for register, setting, cases in run_time:
+        for written, value in cases:
+            await bench.axil.write_dword(register, written)
+            assert await bench.axil.read_dword(register) == written
+            setattr(bench.reference.queue, setting, value)
+            part = mixed_frames(rng, 60, frac_bits=12, blocks=6)
+            await bench.exchange(part)
+            await check_queue_counters(bench)
+            run_time_frames += part
 
-    # FEEDBACK_REV at run time (DESIGN.md §3 Feedback): 2 gives every ACK the global
-    # occupancy; any other value is revision 3, as on the P4 targets (7: the reference,
-    # which refuses anything but 2 and 3, is set to 3).
-    feedback_frames = []
-    for written, revision in ((2, 2), (7, 3), (3, 3)):
-        await bench.axil.write_dword(REG_FEEDBACK_REV, written)
-        assert await bench.axil.read_dword(REG_FEEDBACK_REV) == written
-        bench.reference.queue.feedback = revision
-        part = mixed_frames(rng, 60, frac_bits=12, blocks=6)
-        await bench.exchange(part)
-        await check_queue_counters(bench)
-        feedback_frames += part
-
-    frames += more + last + quota_frames + feedback_frames
+    frames += more + last + run_time_frames
     kinds = Counter(f.kind for f in frames)
     shell = await bench.shell_counters()
     assert shell["rx_frames"] == len(frames)

@@ -86,6 +86,7 @@ NESTED: dict[str, type] = {"staleness": StalenessConfig, "boost": BoostConfig,
 merge_scale = "sqrt"`` measures what a merged block is worth, issue 49). The learners'
 (impact, learner) are not among them: the environment's preset sets those."""
 
+
 class SweepMode(NamedTuple):
     """What a sweep mode sets in a cell's RunConfig."""
 
